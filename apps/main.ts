@@ -6,7 +6,7 @@
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE } from '../libs/config/index.js';
 import type { Database } from '../libs/delivery-store/index.js';
-import { FileMerchantDirectory } from '../libs/merchants/index.js';
+import { readMerchantsFile } from '../libs/merchants/index.js';
 import { type Running, runProgram } from '../libs/runtime/index.js';
 import { loadApiConfig } from './api/config.js';
 import { startApi } from './api/program.js';
@@ -33,14 +33,14 @@ await runProgram(process.env, 'webhooks', loadConfig, async ({ dispatcher: dispa
   try {
     // One database for every program: the embedded PGlite only one process can open (and migrates).
     let database: Database | undefined;
-    if (!apiConfig.MERCHANTS_FILE && !apiConfig.DATABASE_URL) {
+    if (!apiConfig.DATABASE_URL) {
       logger.warn('development mode: merchants and the delivery log in an embedded PGlite database', { dir: PGLITE_DIR });
       const opened = (database = await openDevDatabase(logger));
       running.push({ stop: () => opened.close() });
     }
     if (dispatcherConfig.WEBHOOKS_DEV) {
       logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
-      const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, logger).byId('m_demo');
+      const demo = readMerchantsFile(DEV_MERCHANTS_FILE).find((merchant) => merchant.id === 'm_demo');
       // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
       const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
       const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });

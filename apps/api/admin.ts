@@ -1,6 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import {
-  type MerchantSettings,
   type WriteGuards,
   type Actor,
   EndpointSettings,
@@ -19,7 +18,7 @@ import {
   withEndpointRates,
 } from '../../libs/merchants/index.js';
 import type { ApiDeps } from './deps.js';
-import { ApiError, badRequest, notFound } from './errors.js';
+import { badRequest, notFound } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
 import { bodyOf, methodsNotAllowed, mount } from './mount.js';
 import { mountPortalAdmin } from './portal/handlers.js';
@@ -43,13 +42,13 @@ export function adminRouter(deps: ApiDeps): express.Router {
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // The version of this body, read with it: after the rates' query a write heard meanwhile would give a newer one.
-    const version = deps.settings?.versionOf(merchantId);
+    const version = deps.settings.versionOf(merchantId);
     send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, directoryNow(deps.merchants))), version);
   }, base);
 
   mount(router, 'putMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const written = await writable(deps).put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
+    const written = await deps.settings.put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
     const message = `merchant ${merchantId} ${written.created ? 'created' : 'updated'}`;
     send(res, written.created ? 201 : 200, message, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
@@ -57,14 +56,13 @@ export function adminRouter(deps: ApiDeps): express.Router {
 
   mount(router, 'patchMerchant', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const written = await writable(deps).patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
+    const written = await deps.settings.patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
     send(res, 200, `merchant ${merchantId} updated`, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
 
   mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
     const merchantId = params.merchantId as string;
-    if (!deps.audit) throw new ApiError(409, 'directory_read_only', 'Merchants come from MERCHANTS_FILE here: nothing is written, so nothing is audited');
     const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined).catch((err: unknown) => {
       throw isUnavailable(err) ? new MerchantStoreUnavailableError(err) : err;
     });
@@ -80,10 +78,10 @@ export function adminRouter(deps: ApiDeps): express.Router {
 
 /** A merchant's endpoints, one at a time (endpoint-routes.ts): each write is a write of the merchant. */
 function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): void {
-  const endpoints = () => new EndpointSettings(writable(deps));
+  const endpoints = () => new EndpointSettings(deps.settings);
   const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
-  const versionOf = (merchantId: string) => deps.settings?.versionOf(merchantId);
-  // Reads from the directory this replica holds, as the merchant's own GET: MERCHANTS_FILE's too.
+  const versionOf = (merchantId: string) => deps.settings.versionOf(merchantId);
+  // Reads from the directory this replica holds, as the merchant's own GET.
   const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, directoryNow(deps.merchants), endpointId);
 
   // A GET's ETag is read with its body, before the rates' query: read after it, a write heard
@@ -158,7 +156,3 @@ function guardsOf(req: Request, res: Response): WriteGuards {
   return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1, actor };
 }
 
-function writable(deps: ApiDeps): MerchantSettings {
-  if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Merchant settings come from MERCHANTS_FILE here; edit the file');
-  return deps.settings;
-}

@@ -60,16 +60,14 @@ export function createApp(deps: ApiDeps): express.Express {
       // Resends, the log and the portal need PostgreSQL: a replica without it would only answer them 503.
       const broker = deps.brokerConnected();
       const database = deps.databaseReachable();
-      const schema = deps.schemaWaiting();
       const unreadable = deps.merchantsUnreadable();
-      const ready = broker && database && !schema.waiting && unreadable === 0;
+      const ready = broker && database && unreadable === 0;
       res.status(ready ? 200 : 503).json({
         status: ready ? 'ready' : 'not ready',
         broker: broker ? 'connected' : 'disconnected',
         database: database ? 'reachable' : 'unreachable',
         ...(unreadable > 0 ? { merchants: `${unreadable} merchant row(s) sealed with a key this replica lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): served at their last readable version` } : {}),
         deliveryLog: deps.logHealth ? deps.logHealth() : { database: 'off', behindSeconds: null },
-        ...(schema.waiting === 'schema' && { waitingFor: 'the database schema', detail: schema.detail }),
       });
     });
 

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { MAX_ENDPOINTS_PER_MERCHANT } from '../../libs/merchants/schema.js';
-import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, refuse, replicationFields, requireDatabase, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
+import { DEV_JWT_SECRET, deliveryLogFields, envFields, merchantStoreFields, parseEnv, refuse, replicationFields, requireMerchantStore, SHUTDOWN_TIMEOUT_MAX, tracingFields } from '../../libs/config/index.js';
 
 /** `<per minute>` or `<per minute>,<burst>`; the burst defaults to a third of the rate. */
 function rateLimit(defaultText: string, what: string) {
@@ -104,8 +104,8 @@ export const apiEnvSchema = z
     ...tracingFields,
   })
   .superRefine((env, ctx) => {
+    // Merchants, and with them the failure index, resends and the log: PostgreSQL, whatever DELIVERY_LOG.
     requireMerchantStore(env, ctx);
-    requireDatabase(env, ctx);
     if (!env.AUTH_JWT_SECRET && !env.AUTH_JWKS_URL) {
       ctx.addIssue({ code: 'custom', path: ['AUTH_JWT_SECRET'], message: 'set AUTH_JWT_SECRET or AUTH_JWKS_URL to verify access tokens' });
     } else if (env.AUTH_JWT_SECRET && env.AUTH_JWKS_URL) {

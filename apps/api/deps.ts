@@ -3,7 +3,6 @@ import type { DeliveryLogQueries, LogHealthState, Queryable } from '../../libs/d
 import type { ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
-import type { SchemaWaitState } from '../../libs/migrations/index.js';
 import type { Authenticator } from './auth.js';
 import type { KeyedConcurrency } from './concurrency.js';
 import type { PortalDeps } from './portal/deps.js';
@@ -25,9 +24,8 @@ export interface ApiDeps {
   serveMetrics: boolean;
   serveAdmin: boolean;
   merchants: MerchantDirectory;
-  /** Absent with MERCHANTS_FILE: the directory is then read-only, and nothing is audited. */
-  settings?: MerchantSettings;
-  audit?: Queryable;
+  settings: MerchantSettings;
+  audit: Queryable;
   /** The delivery log's reads, and /readyz's view of it; absent with DELIVERY_LOG=off. */
   log?: DeliveryLogQueries;
   logHealth?: () => LogHealthState;
@@ -36,8 +34,6 @@ export interface ApiDeps {
   logConcurrency: KeyedConcurrency;
   /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
   databaseReachable: () => boolean;
-  /** What the schema check still waits for (with MERCHANTS_FILE it runs beside the API). */
-  schemaWaiting: () => SchemaWaitState;
   /** Merchants whose newest row this replica cannot open (a key it lacks): not ready while there are any. */
   merchantsUnreadable: () => number;
   portal: PortalDeps;

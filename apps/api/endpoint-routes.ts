@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { endpointIdSchema, endpointInputSchema, endpointPatchSchema, MAX_ENDPOINTS_PER_MERCHANT, rotateInputSchema } from '../../libs/merchants/index.js';
-import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, READ_ONLY, type RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { endpointView, envelope, rotated } from './schemas.js';
 
 const endpointParams = merchantIdParams.extend({ endpointId: endpointIdSchema });
@@ -41,7 +41,7 @@ export const ENDPOINT_ROUTES = [
     errors: {
       ...ADMIN_ERRORS,
       '404': 'merchant_not_found: PUT creates merchants',
-      '409': `endpoint_limit: the merchant has the most endpoints it may have (the message names the limit); ${URL_TAKEN}; ${READ_ONLY}`,
+      '409': `endpoint_limit: the merchant has the most endpoints it may have (the message names the limit); ${URL_TAKEN}`,
       ...IDEMPOTENCY_ERRORS,
     },
   },
@@ -66,7 +66,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
-    errors: { ...ONE_ENDPOINT_ERRORS, '409': `${URL_TAKEN}; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': URL_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'deleteEndpoint',
@@ -76,7 +76,7 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...ONE_ENDPOINT_ERRORS, '409': READ_ONLY, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'rotateEndpointSecret',
@@ -89,6 +89,6 @@ export const ENDPOINT_ROUTES = [
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...ONE_ENDPOINT_ERRORS, '409': `too_many_secrets: 3 old secrets are still in their grace; ${READ_ONLY}`, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': 'too_many_secrets: 3 old secrets are still in their grace', ...IDEMPOTENCY_ERRORS },
   },
 ] as const satisfies readonly RouteDeclaration[];

@@ -40,7 +40,6 @@ export const ERROR_CODES = [
   'too_many_secrets',
   'merchant_not_found',
   'public_key_taken',
-  'directory_read_only',
   'endpoint_limit',
   'endpoint_url_taken',
   'endpoint_not_found',

@@ -26,7 +26,6 @@ import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/op
 
 /** A read's statement is cancelled after 2 s, well under the 5 s a read may wait for a connection. */
 export const LOG_READS_POOL: PostgresOptions = { maxConnections: 10, connectTimeoutMs: 5_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log reads' };
-const FAILURES_POOL: PostgresOptions = { maxConnections: 5, connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, applicationName: 'webhooks-api resends' };
 const LOG_HEALTH_POOL: PostgresOptions = { maxConnections: 1, connectTimeoutMs: 2_000, statementTimeoutMs: 2_000, applicationName: 'webhooks-api log health' };
 /** Each merchant's log reads in flight (2 of the pool's 10), waiting, and how long they wait. */
 export const LOG_READS_PER_MERCHANT = 2;
@@ -69,8 +68,6 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 
 async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { server, starting }: { server: Server; starting: RequestListener }, progress: StartupProgress, cleanup: Cleanup) {
   const registry = createRegistry('api');
-  const schemaWatch = new AbortController();
-  cleanup.add(() => schemaWatch.abort());
   let serving = false;
   const metrics =
     config.METRICS_PORT === undefined
@@ -87,34 +84,21 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
   const given = options.database ?? ownDatabase;
-  // With MERCHANTS_FILE the API serves without PostgreSQL, so the schema is checked beside it:
-  // /readyz is 503 until it is the version needed, and one newer (or still behind) stops the API.
-  let schema: SchemaWaitState = {};
-  let schemaFatal = new Promise<Error>(() => {});
   const onState = (state: SchemaWaitState) => progress.schema(state);
   if (given) await awaitSchema(given, logger, { signal: options.signal, onState });
-  else if (config.MERCHANTS_FILE) {
-    schema = { waiting: 'database' };
-    schemaFatal = awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { watch: true, signal: schemaWatch.signal, onState: (state) => (schema = state) }).then(
-      () => new Promise<Error>(() => {}),
-      (err: Error) => (schemaWatch.signal.aborted ? new Promise<Error>(() => {}) : err),
-    );
-  } else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
-  progress.waitFor(config.MERCHANTS_FILE ? 'RabbitMQ' : 'the merchant database');
+  else await awaitSchemaAt(config.DATABASE_URL!, 'webhooks-api schema check', logger, { signal: options.signal, onState });
+  progress.waitFor('the merchant database');
   const opened = await openMerchants(config, logger, { database: given, applicationName: 'webhooks-api merchants', signal: options.signal, seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined, openSecrets: false });
   cleanup.add(() => opened.close());
-  const directory = opened.writable;
+  const directory = opened.merchants;
   progress.waitFor('RabbitMQ');
   progress.database = true;
   const broker = await openTopologyBroker({ url: config.RABBITMQ_URL, name: 'webhooks-api', logger, topology: topologyOf(config), signal: options.signal });
   cleanup.add(() => broker.close());
   progress.broker = true;
   if (config.DELIVERY_LOG === 'on') progress.waitFor('the delivery log');
-  // The failure index and the claims of resends: the merchants' pool, or one of its own (MERCHANTS_FILE).
-  const failuresDatabase = given ?? opened.database ?? openPostgres(config.DATABASE_URL!, FAILURES_POOL);
-  const failures = new FailedStore(failuresDatabase);
-  const ownFailuresDatabase = failuresDatabase === given || failuresDatabase === opened.database ? undefined : failuresDatabase;
-  cleanup.add(() => ownFailuresDatabase?.close());
+  // The failure index and the claims of resends: the merchants' pool.
+  const failures = new FailedStore(opened.database);
   let log: OpenedLog | undefined;
   let healthDatabase: Database | undefined;
   if (config.DELIVERY_LOG === 'on') {
@@ -130,13 +114,13 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     cleanup.add(() => Promise.all([log?.close(), healthDatabase?.close()]));
   }
   // /readyz's check of PostgreSQL, and how far behind the log is: on the log's database, else the failures'.
-  const databaseHealth = new LogHealth(healthDatabase ?? log?.database ?? failuresDatabase, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
+  const databaseHealth = new LogHealth(healthDatabase ?? log?.database ?? opened.database, topologyNames(config.TOPOLOGY_PREFIX).deliveries);
   await databaseHealth.start();
   cleanup.add(() => databaseHealth.stop());
   const health = log && databaseHealth;
 
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
-  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory?.unreadable.length ?? 0);
+  gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', () => directory.unreadable.length);
   if (health) {
     gaugeFrom(registry, METRIC_NAMES.deliveryLogBehind, 'Seconds since the delivery log last held every record read', () => health.state.behindSeconds ?? 0);
   }
@@ -158,11 +142,10 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
     frameAncestors: config.PORTAL_FRAME_ANCESTORS,
   };
-  // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one
-  // allows; without a database (MERCHANTS_FILE) there is one API, and each counts in memory.
+  // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one allows.
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const shared = (name: string, { perMinute, burst }: { perMinute: number; burst: number }) =>
-    opened.database ? new SharedRateLimiter(opened.database, name, perMinute, burst) : new MemoryRateLimiter(perMinute, burst);
+    new SharedRateLimiter(opened.database, name, perMinute, burst);
   const deps = {
     auth: new Authenticator(
       opened.merchants,
@@ -187,16 +170,13 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     registry,
     merchants: opened.merchants,
     audit: opened.database,
-    settings:
-      directory &&
-      new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
+    settings: new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
     serveMetrics: config.METRICS_PORT === undefined,
     serveAdmin: config.ADMIN_PORT === undefined,
     log: logDatabase && deliveryLogQueries(logDatabase),
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
-    schemaWaiting: () => schema,
-    merchantsUnreadable: () => directory?.unreadable.length ?? 0,
+    merchantsUnreadable: () => directory.unreadable.length,
     portal,
   };
   const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
@@ -214,19 +194,17 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     adminPort,
     broker,
     failures,
-    fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the close steps leave.
       stopping ??= (async () => {
         metrics?.stopping();
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
-        schemaWatch.abort();
         // Finish requests in flight (their publishes need the broker), then disconnect.
         const forRequests = Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(5_000, config.SHUTDOWN_TIMEOUT / 2));
         await budget.step('requests in flight', () => Promise.all([drain(server, forRequests), adminServer && drain(adminServer, forRequests)]), forRequests);
         await budget.step('metrics server', async () => metrics?.close(), budget.left() / 3);
         await budget.step('late confirms of resends', () => deps.resend.drain(), budget.left() / 3);
-        await ownFailuresDatabase?.close();
         databaseHealth.stop();
         await budget.step('delivery log', async () => Promise.all([log?.close(), healthDatabase?.close()]), budget.left() / 3);
         await budget.step('merchant directory', () => opened.close(), budget.left() / 2);

@@ -22,7 +22,7 @@ export async function take(limiter: RateLimiter, key: string, what?: string): Pr
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
 }
 
-/** In memory: for this instance's own resources (its log-read pool), and for one API without a database. */
+/** In memory: for this instance's own resources (its log-read pool). */
 export class MemoryRateLimiter implements ReturningLimiter {
   private readonly buckets = new BoundedMap<string, { tokens: number; at: number }>(100_000);
 

@@ -66,7 +66,6 @@ export async function auditedResend(resending: Promise<number>, audit: (resent: 
 
 /** Written after the copies went out: a failed write is logged, and does not turn a resend that happened into an error. */
 async function auditMerchantResend(deps: ApiDeps, req: Request, merchantId: string, changes: Record<string, unknown>): Promise<void> {
-  if (!deps.audit) return;
   await recordAudit(deps.audit, merchantId, 'webhook.resent', changes, { actor: 'merchant-api', address: req.ip }).catch((err: unknown) =>
     deps.logger.warn('resend not written to the audit trail', { merchantId, error: (err as Error)?.message }),
   );

@@ -45,8 +45,7 @@ export const IDEMPOTENCY_ERRORS = {
   '412': 'precondition_failed: If-Match names a version the merchant no longer has; GET it again and redo the change',
   '422': 'idempotency_key_reused: this Idempotency-Key was used within 24 h for a different request',
 };
-export const READ_ONLY = 'directory_read_only: merchants come from MERCHANTS_FILE here';
-export const READ_ONLY_OR_KEY = `public_key_taken: another merchant has this public key; ${READ_ONLY}`;
+export const PUBLIC_KEY_TAKEN = 'public_key_taken: another merchant has this public key';
 
 /**
  * The headers of an admin write. Idempotency-Key: a repeat within 24 h, on any replica, gets the

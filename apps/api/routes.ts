@@ -3,7 +3,7 @@ import { merchantInputSchema, merchantPatchSchema } from '../../libs/merchants/i
 import { envelope, merchantView, readiness } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
-import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, READ_ONLY, READ_ONLY_OR_KEY, type RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, PUBLIC_KEY_TAKEN, type RouteDeclaration } from './route-declaration.js';
 import { ENDPOINT_ROUTES } from './endpoint-routes.js';
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
@@ -116,7 +116,6 @@ export const ROUTES = [
     errors: {
       ...ADMIN_ERRORS,
       '400': `${ADMIN_ERRORS['400']}; invalid_parameter: limit or before malformed; unknown_parameter: another query parameter`,
-      '409': READ_ONLY,
     },
   },
   {
@@ -134,7 +133,7 @@ export const ROUTES = [
       '200': merchantAnswer('Updated'),
       '201': merchantAnswer('Created, with no endpoint yet'),
     },
-    errors: { ...ADMIN_ERRORS, '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ADMIN_ERRORS, '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'patchMerchant',
@@ -147,7 +146,7 @@ export const ROUTES = [
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': merchantAnswer('Changed') },
-    errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': READ_ONLY_OR_KEY, ...IDEMPOTENCY_ERRORS },
+    errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
     operationId: 'health',

@@ -2,7 +2,7 @@ import { BrokerConnection, BrokerUnavailableError, redacted } from '../../libs/b
 import { type Database, openPostgres, type PostgresOptions } from '../../libs/delivery-store/index.js';
 import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { FileMerchantDirectory, webhookSettingsOf } from '../../libs/merchants/index.js';
+import { webhookSettingsOf } from '../../libs/merchants/index.js';
 import { checkSchema } from '../../libs/migrations/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
@@ -72,16 +72,14 @@ export async function withPostgres<T>(url: string | undefined, needs: string, op
 
 /**
  * The failure index the API's resends use, so an operator's resend is the merchant's. `merchant` reads what a
- * resend checks (its endpoints, their events) where the programs read it: MERCHANTS_FILE when set, else PostgreSQL.
+ * resend checks (its endpoints, their events) where the programs read it: the merchants table.
  */
 export async function withFailures<T>(config: CliConfig, run: (store: FailedStore, merchant: (id: string) => Promise<ResendTarget>) => Promise<T>): Promise<T> {
   const needs = 'failed commands need DATABASE_URL: failed webhooks and their resends are kept in PostgreSQL';
   return withPostgres(config.DATABASE_URL, needs, { maxConnections: 2, applicationName: 'webhooks-cli failed' }, (database) =>
     run(new FailedStore(database), async (id) => {
-      const endpoints = config.MERCHANTS_FILE
-        ? new FileMerchantDirectory(config.MERCHANTS_FILE, silentLogger()).byId(id)?.endpoints
-        : await webhookSettingsOf(database, id);
-      if (endpoints === undefined) throw new NothingMatchedError(`no merchant ${id} in ${config.MERCHANTS_FILE ?? 'the merchants table (DATABASE_URL)'}`);
+      const endpoints = await webhookSettingsOf(database, id);
+      if (endpoints === undefined) throw new NothingMatchedError(`no merchant ${id} in the merchants table (DATABASE_URL)`);
       return { id, endpoints };
     }),
   );

@@ -14,8 +14,6 @@ export const cliEnvSchema = z.object({
   MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
   /** merchants: the database where merchants live, and the key their secrets are sealed with. */
   DATABASE_URL: deliveryLogFields.DATABASE_URL,
-  /** failed resend and replay: where the programs read merchants, when not in the database (whether the webhook is on, its events). */
-  MERCHANTS_FILE: merchantStoreFields.MERCHANTS_FILE,
   SECRETS_KEY: merchantStoreFields.SECRETS_KEY,
   SECRETS_KEY_PREVIOUS: merchantStoreFields.SECRETS_KEY_PREVIOUS,
   /** publish: with an OTLP endpoint, each event's publish span is exported and its traceparent travels with it. */

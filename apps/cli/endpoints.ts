@@ -53,7 +53,7 @@ function graceSecondsOf(grace: string): number {
   return Math.round(graceMs / 1000);
 }
 
-async function withEndpoints<T>(ctx: CliContext, access: 'read' | 'write', run: (endpoints: EndpointSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
+async function withEndpoints<T>(ctx: CliContext, access: 'read' | 'write', run: (endpoints: EndpointSettings, database: Queryable) => Promise<T>): Promise<T> {
   return withSettings(ctx, access, (settings, database) => run(new EndpointSettings(settings), database));
 }
 

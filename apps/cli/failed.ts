@@ -100,7 +100,7 @@ export function declareFailed(program: CliCommand): void {
         'as the API does, so that no replica sends them again. Prints how many were resent; stopped midway (the broker or ' +
         'PostgreSQL lost), it says how many went before (exit 1), and a second run sends only the rest. Makes the API\'s checks first: ' +
         'nothing is resent while every endpoint of the merchant is disabled or none is set up, and a failure whose endpoint ' +
-        'is disabled, deleted or no longer receives its event stays failed (merchants from MERCHANTS_FILE when set, else ' +
+        'is disabled, deleted or no longer receives its event stays failed (merchants from ' +
         'the merchants table).',
     )
     .argument('<reference>', 'the reference, exactly as published (a refund: its refundRef or its tnxRef)')

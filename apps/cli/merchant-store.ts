@@ -17,16 +17,16 @@ export const CLI_ACTOR: Actor = { actor: 'cli' };
  * `access`: a write opens RabbitMQ before it writes, to announce what it changes; a read needs only
  * PostgreSQL, so that merchants can be read while the broker is down.
  */
-export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write', run: (settings: MerchantSettings, database: Queryable | undefined) => Promise<T>): Promise<T> {
+export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write', run: (settings: MerchantSettings, database: Queryable) => Promise<T>): Promise<T> {
   const needs = 'merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal';
   if (!ctx.config.DATABASE_URL) throw new UsageError(needs);
   if (!ctx.config.SECRETS_KEY) throw new UsageError('merchants commands need SECRETS_KEY, the key the programs seal webhook secrets with');
   // Stops a command on a database `webhooks migrate` has not brought to this release's schema.
   await withDatabase(ctx, needs, async () => {});
-  const opened = await openMerchants({ ...ctx.config, MERCHANTS_FILE: undefined }, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000, connectTimeoutMs: 10_000 });
+  const opened = await openMerchants(ctx.config, silentLogger(), { applicationName: 'webhooks-cli', startStallMs: 10_000, connectTimeoutMs: 10_000 });
   const policy = { allowHttp: ctx.config.WEBHOOKS_DEV, allowPrivateTargets: ctx.config.ALLOW_PRIVATE_TARGETS };
   const settings = (announce?: ReturnType<typeof announcer>) =>
-    new MerchantSettings(opened.writable!, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT);
+    new MerchantSettings(opened.merchants, policy, undefined, announce, ctx.config.MAX_ENDPOINTS_PER_MERCHANT);
   try {
     // Without an announcer: a read changes nothing to announce.
     if (access === 'read') return await run(settings(), opened.database);

@@ -9,7 +9,7 @@ export const dispatcherEnvSchema = z.object({
   ...replicationFields,
   WEBHOOKS_DEV: envFields.boolean(false),
   ...merchantStoreFields,
-  /** Where merchants live (unless MERCHANTS_FILE): the dispatcher reads them, and writes the failing clock and auto-disable. */
+  /** Where merchants live: the dispatcher reads them, and writes the failing clock and auto-disable. */
   DATABASE_URL: deliveryLogFields.DATABASE_URL,
   RETRY_SCHEDULE: envFields.retrySchedule,
   DELIVERY_TIMEOUT_MS: envFields.positiveInt(10_000, 300_000),
@@ -30,7 +30,7 @@ export const dispatcherEnvSchema = z.object({
   SHUTDOWN_TIMEOUT: envFields.durationMs('30s', SHUTDOWN_TIMEOUT_MAX),
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,
   DELIVERY_LOG_RESPONSE_BYTES: deliveryLogFields.DELIVERY_LOG_RESPONSE_BYTES,
-  /** Auto-disable: an endpoint whose every attempt has failed this long is turned off (not with MERCHANTS_FILE). `0`: never. */
+  /** Auto-disable: an endpoint whose every attempt has failed this long is turned off. `0`: never. */
   ENDPOINT_DISABLE_AFTER: envFields.durationOrNeverMs('5d'),
   /** Per endpoint, at most one operational event of a kind per this; later ones fold into the next one's count. */
   OPERATIONAL_EVENT_INTERVAL: envFields.durationMs('1h'),
@@ -44,10 +44,6 @@ export const dispatcherEnvSchema = z.object({
 })
   .superRefine(requireMerchantStore)
   .superRefine((env, ctx) => {
-    // Waits are rows: a retry schedule needs the database (development mode without a file embeds one).
-    if (env.RETRY_SCHEDULE.length > 0 && !env.DATABASE_URL && (env.MERCHANTS_FILE || !env.WEBHOOKS_DEV)) {
-      ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required with a RETRY_SCHEDULE: a webhook waiting for its next attempt is a row in PostgreSQL (or set RETRY_SCHEDULE empty for a single attempt)' });
-    }
     if (env.OPERATIONAL_WEBHOOK_URL && !env.OPERATIONAL_WEBHOOK_SECRET) {
       ctx.addIssue({ code: 'custom', path: ['OPERATIONAL_WEBHOOK_SECRET'], message: 'is required when OPERATIONAL_WEBHOOK_URL is set' });
     }

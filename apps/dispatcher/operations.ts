@@ -20,7 +20,7 @@ import type { IntakeEvent } from './stages/intake.js';
 
 export interface OperationsDeps {
   merchants: MerchantDirectory;
-  /** The database directory (not MERCHANTS_FILE): the failing clock and auto-disable are written through it. */
+  /** The directory the failing clock and auto-disable are written through (none: nothing is written). */
   writer?: PgMerchantDirectory;
   publisher: OperationalPublisher;
   logger: Logger;

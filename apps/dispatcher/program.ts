@@ -63,11 +63,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     awaited = check;
     detail = why;
   };
-  const fromFile = config.MERCHANTS_FILE !== undefined;
   // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
-  if (!fromFile) awaiting(() => 'the merchant database');
+  awaiting(() => 'the merchant database');
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
-  const ownDatabase = !fromFile && !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
+  const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
   // The database's side and RabbitMQ's are waited for side by side: the first to give up ends the
   // other's wait, and is the cause start-up reports (the other then fails only for being aborted).
@@ -85,25 +84,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     onState: (state) =>
       state.waiting
         ? awaiting(() => (state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL'), state.detail)
-        : awaiting(() => (fromFile ? 'RabbitMQ' : 'the merchant database')),
+        : awaiting(() => 'the merchant database'),
   };
   const given = options.database ?? ownDatabase;
-  // With MERCHANTS_FILE the dispatcher delivers without PostgreSQL, so the schema is watched beside
-  // it, and a newer one (or one still behind after the wait) stops it.
-  const schemaWatch = new AbortController();
-  cleanup.add(() => schemaWatch.abort());
-  const never = new Promise<Error>(() => {});
-  let schemaFatal = never;
-  const schemaReady = async () => {
-    if (given) return awaitSchema(given, logger, schemaOptions);
-    if (!config.DATABASE_URL) return;
-    const name = 'webhooks-dispatcher schema check';
-    if (!fromFile) return awaitSchemaAt(config.DATABASE_URL, name, logger, schemaOptions);
-    schemaFatal = awaitSchemaAt(config.DATABASE_URL, name, logger, { watch: true, signal: schemaWatch.signal }).then(
-      () => never,
-      (err: Error) => (schemaWatch.signal.aborted ? never : err),
-    );
-  };
+  const schemaReady = () => (given ? awaitSchema(given, logger, schemaOptions) : awaitSchemaAt(config.DATABASE_URL!, 'webhooks-dispatcher schema check', logger, schemaOptions));
   // The directory loads while the broker connects; whichever gives up first ends the other's attempts.
   const [loaded, connected] = await Promise.allSettled([
     schemaReady().then(() => openMerchants(config, logger, {
@@ -114,7 +98,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
     })).then(
       (opened) => {
-        if (!fromFile) awaiting(() => 'RabbitMQ');
+        awaiting(() => 'RabbitMQ');
         return opened;
       },
       giveUp,
@@ -135,12 +119,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
-  const failuresDatabase = opened.database ?? (config.DATABASE_URL ? openPostgres(config.DATABASE_URL, { maxConnections: 2, applicationName: 'webhooks-dispatcher failures' }) : undefined);
-  const ownFailuresDatabase = failuresDatabase === opened.database ? undefined : failuresDatabase;
-  cleanup.add(() => ownFailuresDatabase?.close());
   const closeMerchants = async () => {
     await opened.close();
-    await ownFailuresDatabase?.close();
     await ownDatabase?.close();
   };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
@@ -149,33 +129,33 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
   });
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
-  // whatever the server's default, since a written wait is acked at once. With a database they run
-  // whatever RETRY_SCHEDULE is: rows written under an earlier schedule are still handed back (with
-  // a single attempt, what fails then goes to failed); without one nothing can wait.
+  // whatever the server's default, since a written wait is acked at once. They run whatever
+  // RETRY_SCHEDULE is: rows written under an earlier schedule are still handed back (with a single
+  // attempt, what fails then goes to failed).
   const waitsDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
   cleanup.add(() => waitsDatabase?.close());
-  const waitsQueries = waitsDatabase ?? options.database ?? opened.database ?? ownDatabase;
-  const waitStore = waitsQueries && new WaitStore(waitsQueries);
-  const waitWriter = waitStore && new WaitWriter(waitStore, logger);
+  const waitsQueries = waitsDatabase ?? opened.database;
+  const waitStore = new WaitStore(waitsQueries);
+  const waitWriter = new WaitWriter(waitStore, logger);
   // Order per reference gates on wait rows: with the waits, on the same pool.
-  const orderStore = waitsQueries && new OrderStore(waitsQueries);
-  const orderGate = orderStore && new OrderGate(orderStore, logger);
+  const orderStore = new OrderStore(waitsQueries);
+  const orderGate = new OrderGate(orderStore, logger);
   const leaseMs = Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS);
-  const scheduler = waitStore ? new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs }) : undefined;
+  const scheduler = new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs });
   // Places whose end never came, of endpoints that no longer order: released after the lease, which covers an attempt.
-  const orderUpkeep = orderStore && new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
+  const orderUpkeep = new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
   // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
   const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
   const keysDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
     : undefined;
-  const keysQueries = keysDatabase ?? options.database ?? opened.database ?? ownDatabase;
+  const keysQueries = keysDatabase ?? opened.database;
   cleanup.add(() => keysDatabase?.close());
   // With the check off too: its upkeep drops the partitions past the window (all but today's), or the keys taken while it was on stayed for ever.
-  const keyUpkeep = keysQueries && new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
-  cleanup.add(() => keyUpkeep?.stop());
+  const keyUpkeep = new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
+  cleanup.add(() => keyUpkeep.stop());
   const intakeKeys = dedupeOn ? keyUpkeep : undefined;
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   await deliveryLog?.start();
@@ -184,20 +164,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     onPublished: (type) => operationalCounts.published(type),
     boundToDispatch: config.OPERATIONAL_WEBHOOK_URL !== undefined,
   });
-  if (fromFile && config.ENDPOINT_DISABLE_AFTER > 0) {
-    logger.warn('auto-disable off: MERCHANTS_FILE is never written; failing endpoints are reported as operational events, never disabled', {
-      ENDPOINT_DISABLE_AFTER: config.ENDPOINT_DISABLE_AFTER,
-    });
-  }
   const operations = new Operations(
-    { merchants, writer: opened.writable, publisher: operational, logger, metrics: operationalCounts },
+    { merchants, writer: opened.merchants, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
-  // Slots in PostgreSQL, and a throttled webhook waits as a row: only with waits.
-  const throttle = waitsQueries && new Throttle(waitsQueries, logger);
-  if (throttle) {
-    labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
-  }
+  // Slots in PostgreSQL, and a throttled webhook waits as a row.
+  const throttle = new Throttle(waitsQueries, logger);
+  labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
   const dispatcher = new Dispatcher(
     {
       throttle,
@@ -206,11 +179,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       http,
       logger,
       observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
-      waits: waitStore && waitWriter && { store: waitStore, writer: waitWriter },
+      waits: { store: waitStore, writer: waitWriter },
       order: orderGate,
       deliveryLog,
       operations,
-      failures: failuresDatabase && new FailedStore(failuresDatabase),
+      failures: new FailedStore(opened.database),
       platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
       intakeKeys,
       now: options.now,
@@ -227,12 +200,12 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     },
   );
   // Its breakers follow the circuits' rows, which decide: each opened or closed is announced to every dispatcher.
-  const circuitRows = waitsQueries && waitStore && new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
-  await keyUpkeep?.start();
-  circuitRows?.start();
+  const circuitRows = new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
+  await keyUpkeep.start();
+  circuitRows.start();
   await dispatcher.start();
-  scheduler?.start();
-  orderUpkeep?.start();
+  scheduler.start();
+  orderUpkeep.start();
   // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
   const rollover = new StreamRollover(broker, names.failed, { bytes: FAILED_SEGMENT_BYTES, everyMs: FAILED_ROLLOVER_EVERY_MS, logger });
   rollover.start();
@@ -261,8 +234,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   gaugeFrom(registry, METRIC_NAMES.endpointsFailing, 'Enabled webhooks whose failing clock runs (auto-disable)', () => Operations.census(merchants.list(), directoryNow(merchants).getTime(), config.ENDPOINT_DISABLE_AFTER).failing);
   counterFrom(registry, METRIC_NAMES.duplicates, 'Upstream messages acked without delivery: their key was seen within INTAKE_DEDUPE_WINDOW', () => dispatcher.stats.duplicates);
   counterFrom(registry, METRIC_NAMES.deliveryRecordsLost, 'Deliveries settled without their delivery-log record', () => dispatcher.recordsLost);
-  if (waitStore) waitMetrics(registry, () => waitStore.census(WAIT_OVERDUE_AFTER_MS));
-  const unreadable = () => opened.writable?.unreadable.length ?? 0;
+  waitMetrics(registry, () => waitStore.census(WAIT_OVERDUE_AFTER_MS));
+  const unreadable = () => opened.merchants.unreadable.length;
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
   awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
 
@@ -272,7 +245,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     broker,
     merchants,
     /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
-    fatal: Promise.race([new Promise<Error>((resolve) => broker.once('fatal', resolve)), schemaFatal]),
+    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
     /** The port of /metrics, /healthz and /readyz. */
     metricsPort: health.port,
     stop(): Promise<void> {
@@ -280,7 +253,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       stopping ??= (async () => {
         health.stopping();
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
-        schemaWatch.abort();
         await budget.step('drain deliveries', () => dispatcher.stop());
         await budget.step('failed stream rollover', () => rollover.stop(), budget.left() / 4);
         await budget.step('operational events', async () => {
@@ -289,13 +261,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
         }, budget.left() / 4);
         await budget.step('delivery records', async () => deliveryLog?.stop(), budget.left() / 3);
         await budget.step('wait scheduler and intake keys', async () => {
-          await scheduler?.stop();
-          await circuitRows?.stop();
-          await orderUpkeep?.stop();
-          waitWriter?.close();
-          orderGate?.close();
+          await scheduler.stop();
+          await circuitRows.stop();
+          await orderUpkeep.stop();
+          waitWriter.close();
+          orderGate.close();
           await waitsDatabase?.close();
-          keyUpkeep?.stop();
+          keyUpkeep.stop();
           await keysDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);

@@ -13,7 +13,7 @@ export const recorderEnvSchema = z
     ...tracingFields,
   })
   .superRefine((env, ctx) => {
-    // Not requireDatabase: its hint (WEBHOOKS_DEV=true, an embedded database) does not hold here.
+    // Not requireMerchantStore: in development mode too, it has no embedded database of its own.
     if (!env.DATABASE_URL) {
       ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required to run the recorder on its own (npm start runs one with an embedded database)' });
     }

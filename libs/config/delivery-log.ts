@@ -16,17 +16,3 @@ export const deliveryLogFields = {
     .refine((v) => /^\d+$/.test(v.trim()) && Number(v) <= 65_536, 'must be a whole number of bytes from 0 to 65536')
     .transform(Number),
 };
-
-/**
- * Outside development mode the failure index and the log need a real PostgreSQL: an embedded one
- * would lose them with the container. DELIVERY_LOG=off turns the log off, not the failure index.
- */
-export function requireDatabase(env: { DATABASE_URL?: string; WEBHOOKS_DEV?: boolean }, ctx: z.RefinementCtx): void {
-  if (!env.DATABASE_URL && !env.WEBHOOKS_DEV) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['DATABASE_URL'],
-      message: 'is required: failed webhooks, their resends and the delivery log are kept in PostgreSQL (or WEBHOOKS_DEV=true for an embedded database)',
-    });
-  }
-}

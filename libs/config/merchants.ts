@@ -17,9 +17,7 @@ export const DEV_SECRETS_KEY = 'ZGV2LW9ubHktc2VjcmV0cy1rZXktbmV2ZXItdXNlISE=';
 
 /** Where merchants live, spread into the schema of each program that reads them (API, dispatcher, CLI). */
 export const merchantStoreFields = {
-  /** A read-only JSON file of merchants instead of the database (admin and portal writes answer 409). */
-  MERCHANTS_FILE: z.string().min(1, 'must name a file').optional(),
-  /** Seals webhook secrets in PostgreSQL (AES-256-GCM); required outside development mode when merchants are in the database. */
+  /** Seals webhook secrets in PostgreSQL (AES-256-GCM); required outside development mode. */
   SECRETS_KEY: secretsKey.optional(),
   /** The key SECRETS_KEY replaces, during its rotation: it only opens, never seals. */
   SECRETS_KEY_PREVIOUS: secretsKey.optional(),
@@ -30,12 +28,11 @@ export const merchantStoreFields = {
  * the development key; `webhooks merchants import` or the admin API fills the table.
  */
 export function requireMerchantStore(
-  env: { MERCHANTS_FILE?: string; DATABASE_URL?: string; SECRETS_KEY?: Buffer; WEBHOOKS_DEV?: boolean },
+  env: { DATABASE_URL?: string; SECRETS_KEY?: Buffer; WEBHOOKS_DEV?: boolean },
   ctx: z.RefinementCtx,
 ): void {
-  if (env.MERCHANTS_FILE) return;
   if (!env.DATABASE_URL && !env.WEBHOOKS_DEV) {
-    ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required: merchants live in PostgreSQL (or set MERCHANTS_FILE for a read-only file of merchants)' });
+    ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'is required: merchants live in PostgreSQL' });
   } else if (!env.SECRETS_KEY) {
     ctx.addIssue({ code: 'custom', path: ['SECRETS_KEY'], message: 'is required to seal webhook secrets in PostgreSQL (openssl rand -base64 32)' });
   } else if (!env.WEBHOOKS_DEV && env.SECRETS_KEY.equals(Buffer.from(DEV_SECRETS_KEY, 'base64'))) {

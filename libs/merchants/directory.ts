@@ -1,15 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Endpoint, GraceSecret, Merchant } from './schema.js';
 
-/** Where merchants come from: PostgreSQL (PgMerchantDirectory) or a read-only JSON file. Reads are answered from memory. */
+/** Where merchants come from: PostgreSQL (PgMerchantDirectory). Reads are answered from memory. */
 export interface MerchantDirectory {
   byId(id: string): Merchant | undefined;
   byPublicKey(publicKey: string): Merchant | undefined;
   list(): Merchant[];
   /**
    * Whether the merchant was deleted (`webhooks merchants delete`: a tombstone, counted a day) and
-   * is not held (made again): not merely unknown, nothing of it is to be sent or written again. A file
-   * directory deletes none.
+   * is not held (made again): not merely unknown, nothing of it is to be sent or written again.
    */
   deleted?(id: string): boolean;
   close(): Promise<void>;
@@ -17,8 +16,7 @@ export interface MerchantDirectory {
   poll?(): Promise<void>;
   /**
    * PostgreSQL's time now, by which the times it stamped (a replaced secret's grace, a failing
-   * clock) are judged: never this host's wall clock, which may run minutes off. A file directory
-   * has none: its times were written by hand, and are the host's.
+   * clock) are judged: never this host's wall clock, which may run minutes off.
    */
   clock?(): Date;
 }

@@ -34,8 +34,8 @@ interface RatedView {
  * Merchants' views with each endpoint's rate now (its adaptive rate when lowered), from one query
  * whatever their number; unchanged when PostgreSQL does not answer.
  */
-export async function withCurrentRates<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, views: V[]): Promise<V[]> {
-  if (!db || views.every((view) => view.endpoints.length === 0)) return views;
+export async function withCurrentRates<V extends { id: string; endpoints: RatedView[] }>(db: Queryable, views: V[]): Promise<V[]> {
+  if (views.every((view) => view.endpoints.length === 0)) return views;
   const { rows } = await db
     .query<{ merchant_id: string; endpoint_id: string; rate: number }>('SELECT merchant_id, endpoint_id, rate FROM endpoint_rates WHERE merchant_id = ANY($1::text[])', [views.map((view) => view.id)])
     .catch(() => ({ rows: [] }));
@@ -51,12 +51,12 @@ export async function withCurrentRates<V extends { id: string; endpoints: RatedV
 }
 
 /** A merchant's view with each endpoint's rate now. */
-export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable | undefined, view: V): Promise<V> {
+export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable, view: V): Promise<V> {
   return (await withCurrentRates(db, [view]))[0]!;
 }
 
 /** Endpoints of one merchant, each with its rate now. */
-export async function withEndpointRates<E extends RatedView>(db: Queryable | undefined, merchantId: string, endpoints: E[]): Promise<E[]> {
+export async function withEndpointRates<E extends RatedView>(db: Queryable, merchantId: string, endpoints: E[]): Promise<E[]> {
   return (await withCurrentRate(db, { id: merchantId, endpoints })).endpoints;
 }
 
@@ -90,7 +90,7 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
  * of it): nothing is sent there again to raise it, and it would stay after the delete, for ever. The
  * merchant's row, locked for share, orders this with a settings write (which locks it for update and
  * drops a deleted endpoint's rate): a delete committed while this waited is seen, its endpoint gone.
- * Merchants with no row at all (MERCHANTS_FILE) are lowered unless a tombstone says deleted.
+ * A merchant with no row at all (none deleted within the day, by its tombstone) is lowered.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string, maxPerSecond?: number): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(

@@ -122,8 +122,8 @@ function replaced(merchant: Merchant, endpoint: Endpoint): Merchant {
 }
 
 /**
- * A merchant's endpoints as shown (one: `endpointId`), from whichever directory the program holds
- * (MERCHANTS_FILE's too, which takes no write); MerchantNotFoundError or EndpointNotFoundError.
+ * A merchant's endpoints as shown (one: `endpointId`), from the directory the program holds;
+ * MerchantNotFoundError or EndpointNotFoundError.
  */
 export function endpointViewsOf(merchant: Merchant | undefined, merchantId: string, now: Date, endpointId?: string): EndpointView[] {
   if (!merchant) throw new MerchantNotFoundError(merchantId);

@@ -1,5 +1,4 @@
 export { directoryNow, type MerchantDirectory, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
-export { FileMerchantDirectory, MerchantsFileError } from './file-directory.js';
 export { DISABLED_REASONS, type DisabledReason, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export { isUnavailable, MerchantStoreUnavailableError, PgMerchantDirectory } from './pg-directory.js';
 export { IdempotencyKeyReusedError, VersionMismatchError, type Written } from './write.js';
@@ -12,5 +11,5 @@ export * from './errors.js';
 export * from './settings-input.js';
 export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
 export { currentPerSecondOf, type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRates } from './endpoint-rate.js';
-export { openMerchants } from './open.js';
+export { openMerchants, readMerchantsFile } from './open.js';
 export { EndpointSettings, endpointViewsOf } from './endpoint-settings.js';

@@ -1,11 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { type Database, openPostgres, type Queryable } from '../delivery-store/index.js';
 import type { Logger } from '../logger/index.js';
-import type { MerchantDirectory } from './directory.js';
-import { FileMerchantDirectory } from './file-directory.js';
 import { type PgDirectoryOptions, PgMerchantDirectory } from './pg-directory.js';
 import { columnsOf } from './rows.js';
-import { merchantsFileSchema } from './schema.js';
+import { type Merchant, merchantsFileSchema } from './schema.js';
 import { SecretBox } from './secret-box.js';
 
 export interface OpenMerchantsOptions extends PgDirectoryOptions {
@@ -21,19 +19,14 @@ export interface OpenMerchantsOptions extends PgDirectoryOptions {
 }
 
 /**
- * Opens the directory the configuration (libs/config/merchants.ts) names, loaded and kept current;
- * `writable`, which writes go through, and `database` (the limits shared by API replicas use it too)
- * are undefined with MERCHANTS_FILE (read-only).
+ * Opens the merchant directory in PostgreSQL (libs/config/merchants.ts), loaded and kept current;
+ * `database` is its pool (the limits shared by API replicas use it too).
  */
 export async function openMerchants(
-  config: { MERCHANTS_FILE?: string; DATABASE_URL?: string; SECRETS_KEY?: Buffer; SECRETS_KEY_PREVIOUS?: Buffer },
+  config: { DATABASE_URL?: string; SECRETS_KEY?: Buffer; SECRETS_KEY_PREVIOUS?: Buffer },
   logger: Logger,
   options: OpenMerchantsOptions,
 ) {
-  if (config.MERCHANTS_FILE) {
-    const file = new FileMerchantDirectory(config.MERCHANTS_FILE, logger).watch();
-    return { merchants: file as MerchantDirectory, writable: undefined, database: undefined, close: () => file.close() };
-  }
   // A small pool of its own: writes and the limits' counters, never the delivery log's reads.
   const database = options.database ?? openPostgres(config.DATABASE_URL!, { maxConnections: 4, connectTimeoutMs: options.connectTimeoutMs ?? 2_000, statementTimeoutMs: 10_000, applicationName: options.applicationName });
   const box = new SecretBox(config.SECRETS_KEY!, config.SECRETS_KEY_PREVIOUS ? [config.SECRETS_KEY_PREVIOUS] : []);
@@ -49,7 +42,7 @@ export async function openMerchants(
     await close();
     throw err;
   }
-  return { merchants: directory as MerchantDirectory, writable: directory, database, close };
+  return { merchants: directory, database, close };
 }
 
 /**
@@ -59,7 +52,7 @@ export async function openMerchants(
  */
 async function seedMerchants(database: Queryable, box: SecretBox, file: string, logger: Logger): Promise<void> {
   const seeded: string[] = [];
-  for (const merchant of merchantsFileSchema.parse(JSON.parse(readFileSync(file, 'utf8'))).merchants) {
+  for (const merchant of readMerchantsFile(file)) {
     const { rows } = await database.query(
       'INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, 1) ON CONFLICT DO NOTHING RETURNING id',
       [merchant.id, ...columnsOf(merchant, box)],
@@ -67,4 +60,9 @@ async function seedMerchants(database: Queryable, box: SecretBox, file: string, 
     if (rows.length > 0) seeded.push(merchant.id);
   }
   if (seeded.length > 0) logger.info('development merchants written to the embedded database', { written: seeded });
+}
+
+/** The merchants of a JSON file of merchantsFileSchema's shape: development mode's, which seed its embedded database. */
+export function readMerchantsFile(file: string): Merchant[] {
+  return merchantsFileSchema.parse(JSON.parse(readFileSync(file, 'utf8'))).merchants;
 }

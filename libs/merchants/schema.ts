@@ -62,8 +62,8 @@ export const endpointSchema = z.object({
   secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
 });
 
-// Strict: a file in an older shape (its merchant's one `webhook`) is refused at start-up, naming
-// the key, instead of loading merchants with no endpoint that skip every webhook.
+// Strict: a merchant in an older shape (its one `webhook`) is refused, naming the key, instead of
+// being taken with no endpoint and skipping every webhook.
 export const merchantSchema = z
   .strictObject({
     id: z.string().min(1).max(200),

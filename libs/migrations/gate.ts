@@ -79,20 +79,11 @@ export async function checkSchema(db: Queryable): Promise<AppliedMigration[]> {
   return current > REQUIRED_VERSION ? besideNewer(await appliedAfter(db, REQUIRED_VERSION), REQUIRED_VERSION) : [];
 }
 
-/**
- * awaitSchema on a connection of its own. `watch`: for a program that runs without PostgreSQL
- * (MERCHANTS_FILE), a database that does not answer is waited for however long it takes.
- */
-export async function awaitSchemaAt(url: string, applicationName: string, logger: Logger, options: SchemaGateOptions & { watch?: boolean } = {}): Promise<void> {
+/** awaitSchema on a connection of its own. */
+export async function awaitSchemaAt(url: string, applicationName: string, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const database = openPostgres(url, { maxConnections: 1, applicationName });
   try {
-    for (;;) {
-      try {
-        return await awaitSchema(database, logger, options);
-      } catch (err) {
-        if (!options.watch || !(err instanceof SchemaUnknownError)) throw err;
-      }
-    }
+    return await awaitSchema(database, logger, options);
   } finally {
     await database.close();
   }

@@ -59,7 +59,7 @@ const digest = (secret: string) => createHash('sha256').update(secret).digest('b
 export class TokenSigner {
   private readonly keys: Buffer[];
 
-  /** `seed`: SECRETS_KEY; without it (MERCHANTS_FILE, one replica) a random key of this process. `previous`: SECRETS_KEY_PREVIOUS. */
+  /** `seed`: SECRETS_KEY; without it a random key of this process (tokens no other replica accepts). `previous`: SECRETS_KEY_PREVIOUS. */
   constructor(seed?: Buffer, previous?: Buffer) {
     const derive = (from: Buffer) => Buffer.from(hkdfSync('sha256', from, Buffer.alloc(0), 'webhooks portal tokens', 32));
     this.keys = [derive(seed ?? randomBytes(32)), ...(previous ? [derive(previous)] : [])];

@@ -9,7 +9,8 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { freePort, Receiver } from '../support/receiver.js';
@@ -69,14 +70,15 @@ async function startHaproxy(port: number): Promise<ChildProcess> {
     const port = await freePort();
     haproxy = await startHaproxy(port);
     const lbUrl = `amqp://guest:guest@127.0.0.1:${port}`;
-    // A webhook that must wait is a row: the dispatcher needs PostgreSQL for its RETRY_SCHEDULE.
+    // Merchants and waiting webhooks are rows of PostgreSQL.
     database = await createTestDatabase('cluster_lb');
+    await seedMerchants(database.url, [testMerchant('m_lb', receiver.url)]);
     broker = new BrokerConnection({ url: urls, name: 'lb-test-publisher', logger: silentLogger(), declare: (open) => declareIntake(open, prefix) });
     await broker.open(30_000);
     dispatcher = startProgram('dist/apps/dispatcher/main.js', {
       RABBITMQ_URL: lbUrl,
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_lb', receiver.url)]),
+      SECRETS_KEY: TEST_SECRETS_KEY,
       DATABASE_URL: database.url,
       RETRY_SCHEDULE: '1s',
       ALLOW_PRIVATE_TARGETS: 'true',

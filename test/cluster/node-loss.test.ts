@@ -8,7 +8,8 @@ import type { Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { JWT_SECRET, token } from '../support/api.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
@@ -71,11 +72,11 @@ describe('losing a node of a three-node cluster', () => {
     });
     const mOrdered = testMerchant('m_ordered', ordered.url);
     mOrdered.endpoints[0]!.orderByReference = true;
-    const file = writeMerchantsFile([testMerchant('m_ok', healthy.url), mFail, mOrdered]);
+    await seedMerchants(database.url, [testMerchant('m_ok', healthy.url), mFail, mOrdered]);
     const env = {
       RABBITMQ_URL: urls.join(','),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: file,
+      SECRETS_KEY: TEST_SECRETS_KEY,
       DATABASE_URL: database.url,
       RETRY_SCHEDULE: '1s',
       ALLOW_PRIVATE_TARGETS: 'true',

@@ -9,7 +9,8 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { runProgram, startProgram } from '../support/process.js';
 import { Receiver, refusedUrl } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -20,7 +21,6 @@ const RESEND = '/nucleus/tnx/webhook';
 
 describe('development mode is explicit', () => {
   const prefix = uniquePrefix('access');
-  const merchantsFile = writeMerchantsFile([testMerchant('m_1', 'https://merchant.example/hooks')]);
   const base = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'error', DELIVERY_LOG: 'off' };
 
   afterAll(async () => {
@@ -35,20 +35,20 @@ describe('development mode is explicit', () => {
     expect(result.stderr).toContain('Invalid configuration: DATABASE_URL: is required: merchants live in PostgreSQL');
   });
 
-  it('refuses the dispatcher without a database (or a merchants file) outside development mode', async () => {
+  it('refuses the dispatcher without a database outside development mode', async () => {
     const result = await runProgram(DISPATCHER, base);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: DATABASE_URL: is required');
   });
 
   it('refuses the development token secret outside development mode', async () => {
-    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', MERCHANTS_FILE: merchantsFile, AUTH_JWT_SECRET: 'dev-only-jwt-secret-never-use-in-production-0123456789' });
+    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', SECRETS_KEY: TEST_SECRETS_KEY, AUTH_JWT_SECRET: 'dev-only-jwt-secret-never-use-in-production-0123456789' });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWT_SECRET: is the development secret');
   });
 
   it('refuses an http AUTH_JWKS_URL outside development mode', async () => {
-    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', MERCHANTS_FILE: merchantsFile, AUTH_JWKS_URL: 'http://auth.internal/.well-known/jwks.json' });
+    const result = await runProgram(API, { ...base, DATABASE_URL: 'postgres://u@127.0.0.1:1/none', SECRETS_KEY: TEST_SECRETS_KEY, AUTH_JWKS_URL: 'http://auth.internal/.well-known/jwks.json' });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: AUTH_JWKS_URL: must be https outside development mode');
   });
@@ -115,7 +115,7 @@ describe('the resend API checks tokens as configured', () => {
   }
 
   async function api(env: Record<string, string | undefined>): Promise<ApiProgram> {
-    const program = await startTestApi(harness.prefix, harness.merchantsFile, {}, { AUTH_JWT_SECRET: undefined, WEBHOOKS_DEV: 'true', ...env });
+    const program = await startTestApi(harness.prefix, [], {}, { AUTH_JWT_SECRET: undefined, WEBHOOKS_DEV: 'true', ...env });
     return program;
   }
 
@@ -176,11 +176,14 @@ describe('rate limit, metrics port and references', () => {
   let receiver: Receiver;
   let harness: Awaited<ReturnType<typeof startHarness>>;
   const merchant = testMerchant('m_refs', 'http://placeholder');
+  // Its own merchant: the count is PostgreSQL's, shared by every API on the database, so a merchant
+  // it refused would be refused by the next test's API too.
+  const limited = testMerchant('m_limited', 'https://merchant.example/hooks');
 
   beforeAll(async () => {
     receiver = await Receiver.start((n) => (n === 0 ? 500 : 200));
     merchant.endpoints[0]!.url = receiver.url;
-    harness = await startHarness({ name: 'refs', merchants: [merchant] });
+    harness = await startHarness({ name: 'refs', merchants: [merchant, limited] });
   });
 
   afterAll(async () => {
@@ -191,10 +194,11 @@ describe('rate limit, metrics port and references', () => {
   const auth = async () => ({ 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` });
 
   it('limits resends per merchant to RESEND_RATE_LIMIT', async () => {
-    const program = await startTestApi(harness.prefix, harness.merchantsFile, { rateLimit: undefined }, { RESEND_RATE_LIMIT: '2,2' });
+    const program = await startTestApi(harness.prefix, [], { rateLimit: undefined }, { RESEND_RATE_LIMIT: '2,2' });
     try {
       const statuses = [];
-      for (let i = 0; i < 3; i++) statuses.push((await call(program, `${RESEND}?reference=r${i}`, { headers: await auth() })).status);
+      const headers = { 'x-auth-token': limited.publicKey, authorization: `Bearer ${await token(limited.id)}` };
+      for (let i = 0; i < 3; i++) statuses.push((await call(program, `${RESEND}?reference=r${i}`, { headers })).status);
       expect(statuses).toEqual([404, 404, 429]);
     } finally {
       await program.stop();
@@ -202,7 +206,7 @@ describe('rate limit, metrics port and references', () => {
   });
 
   it('serves /metrics on METRICS_PORT and not on the public port when it is set', async () => {
-    const program = await startTestApi(harness.prefix, harness.merchantsFile, {}, { METRICS_PORT: '0' });
+    const program = await startTestApi(harness.prefix, [], {}, { METRICS_PORT: '0' });
     try {
       expect(program.metricsPort).toBeGreaterThan(0);
       expect((await call(program, '/metrics', { method: 'GET' })).status).toBe(404);
@@ -215,7 +219,7 @@ describe('rate limit, metrics port and references', () => {
   });
 
   it('resends a webhook whose reference has spaces and non-ASCII characters: intake and API take the same set', async () => {
-    const program = await startTestApi(harness.prefix, harness.merchantsFile);
+    const program = await startTestApi(harness.prefix);
     try {
       const reference = 'PO 2026/ü-0001';
       const message = sampleEvent('payout', merchant.id);

@@ -225,7 +225,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
   });
 
   it('serves the admin API only on ADMIN_PORT when it is set', async () => {
-    const separate = await startTestApi(stack.prefix, '', {}, { ...stack.envA, ADMIN_PORT: '0' });
+    const separate = await startTestApi(stack.prefix, [], {}, { ...stack.envA, ADMIN_PORT: '0' });
     try {
       await waitReady(separate);
       expect(separate.adminPort).toBeGreaterThan(0);
@@ -238,7 +238,7 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
       // The merchant-facing port still serves health and the resend API.
       expect((await call(separate, '/healthz', { method: 'GET' })).status).toBe(200);
       // A second API asking for the same ADMIN_PORT fails to start, naming the cause.
-      await expect(startTestApi(stack.prefix, '', {}, { ...stack.envA, ADMIN_PORT: String(separate.adminPort) })).rejects.toThrow(/EADDRINUSE/);
+      await expect(startTestApi(stack.prefix, [], {}, { ...stack.envA, ADMIN_PORT: String(separate.adminPort) })).rejects.toThrow(/EADDRINUSE/);
     } finally {
       await separate.stop();
     }

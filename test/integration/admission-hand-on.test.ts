@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
@@ -114,8 +113,7 @@ describe("a merchant's deliveries waiting for its share on its new URL when that
     await Promise.all(Array.from({ length: 2 }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
     await old.waitForRequests(2);
     // The merchant moves its endpoint: the new URL has room, its share none (its two on the old URL).
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, url: broken.url }] }] }));
-    expect(harness.merchants.reload()).toBe(true);
+    await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, url: broken.url }] }]);
     await Promise.all(Array.from({ length: 6 }, () => harness.publisher.publish(sampleEvent('payout', merchant.id))));
     await waitFor("the six waiting for the merchant's share", () => admissions.entered >= 8, 10_000);
     expect(broken.requests).toHaveLength(0);
@@ -187,8 +185,7 @@ describe("a delivery waiting for its endpoint's slot when the merchant turns the
     const { endpoint, harness } = held;
     await secondInLine(held, merchant);
     // The merchant turns the endpoint off (it might as well delete it) while the second waits.
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }] }));
-    expect(harness.merchants.reload()).toBe(true);
+    await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }]);
     const skipped = harness.dispatcher.stats.skipped;
     endpoint.answerHeld(204);
     // Woken for the slot, it went on to POST to the endpoint turned off seconds before.

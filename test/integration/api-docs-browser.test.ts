@@ -3,7 +3,6 @@ import { type Browser, chromium } from 'playwright-core';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { startTestApi } from '../support/api.js';
-import { writeMerchantsFile } from '../support/harness.js';
 
 /** Debian's chromium (apt-get install -y chromium; .ci/run installs it); CHROMIUM_PATH elsewhere. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -21,7 +20,7 @@ describe('the API reference page (/docs) in a browser', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`no browser at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`);
-    api = await startTestApi(prefix, writeMerchantsFile([]));
+    api = await startTestApi(prefix, []);
     base = `http://127.0.0.1:${api.port}`;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: process.getuid?.() === 0 ? ['--no-sandbox'] : [] });
   }, 60_000);

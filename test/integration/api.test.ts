@@ -25,13 +25,17 @@ describe('the resend API', () => {
   let api: ApiProgram;
   let alice: Merchant;
   let bob: Merchant;
+  let carol: Merchant;
+  let dave: Merchant;
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
     alice = testMerchant('m_alice', receiver.url);
     bob = testMerchant('m_bob', receiver.url);
-    harness = await startHarness({ name: 'api', merchants: [alice, bob], retryDelaysMs: [] });
-    api = await waitReady(await startTestApi(harness.prefix, harness.merchantsFile));
+    carol = testMerchant('m_carol', receiver.url);
+    dave = testMerchant('m_dave', receiver.url);
+    harness = await startHarness({ name: 'api', merchants: [alice, bob, carol, dave], retryDelaysMs: [] });
+    api = await waitReady(await startTestApi(harness.prefix));
   });
 
   afterAll(async () => {
@@ -257,21 +261,23 @@ describe('the resend API', () => {
   });
 
   it('rate limits each merchant on its own with 429 and Retry-After', async () => {
-    const limited = await startTestApi(harness.prefix, harness.merchantsFile, { rateLimit: { perMinute: 1, burst: 2 } });
+    // Merchants of its own: the count is PostgreSQL's, shared by every API on the database, and the
+    // others' resends below would meet the refusals of this one's limit.
+    const limited = await startTestApi(harness.prefix, [], { rateLimit: { perMinute: 1, burst: 2 } });
     try {
-      for (let i = 0; i < 2; i++) expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(alice) })).status).toBe(404);
-      const answer = await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(alice) });
+      for (let i = 0; i < 2; i++) expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(carol) })).status).toBe(404);
+      const answer = await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(carol) });
       expect(answer.status).toBe(429);
       expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect(answer.body).toEqual({ message: 'Too many resend requests; try again later', error: { code: 'rate_limited', status: 429 }, data: null });
-      expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(bob) })).status).toBe(404);
+      expect((await call(limited, `${RESEND}?reference=nothing`, { headers: await headersFor(dave) })).status).toBe(404);
     } finally {
       await limited.stop();
     }
   });
 
   it('shows a resend made by one API instance to another: one failure index', async () => {
-    const other = await startTestApi(harness.prefix, harness.merchantsFile);
+    const other = await startTestApi(harness.prefix);
     try {
       const { reference } = await failedEvent('payout', bob, other);
       await waitFor('first API indexed it too', async () => (await unresolved(api, bob.id, reference)) === 1);
@@ -291,8 +297,8 @@ describe('the resend API', () => {
     expect((await call(api, `${RESEND}?reference=${resolved.reference}`, { headers: await headersFor(bob) })).status).toBe(200);
 
     await api.stop();
-    // With MERCHANTS_FILE the schema is checked beside the started API: ready once that check reports.
-    api = await waitReady(await startTestApi(harness.prefix, harness.merchantsFile));
+    // Ready once it has loaded the merchants (and the broker): the failure index is what it finds there.
+    api = await waitReady(await startTestApi(harness.prefix));
 
     expect(await unresolved(api, bob.id, pending.reference)).toBe(1);
     expect(await unresolved(api, bob.id, resolved.reference)).toBe(0);
@@ -300,7 +306,7 @@ describe('the resend API', () => {
   });
 
   it('answers 503 and reports not ready when its broker connection is gone', async () => {
-    const cut = await startTestApi(harness.prefix, harness.merchantsFile);
+    const cut = await startTestApi(harness.prefix);
     try {
       await cut.broker.close();
       const answer = await call(cut, `${RESEND}?reference=anything`, { headers: await headersFor(alice) });
@@ -320,7 +326,7 @@ describe('the resend API', () => {
   });
 
   it('on stop answers the request in flight with Connection: close and takes no other on that connection', async () => {
-    const leaving = await waitReady(await startTestApi(harness.prefix, harness.merchantsFile));
+    const leaving = await waitReady(await startTestApi(harness.prefix));
     const socket = connect(leaving.port, '127.0.0.1');
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));

@@ -21,7 +21,7 @@ async function startLog(name: string, merchants: Merchant[], options: { allowPri
   const database = openPostgres(db.url);
   const recorder = new DeliveryLogRecorder(harness.broker, database, silentLogger(), { prefix: harness.prefix, retentionMs: 30 * 86_400_000, retryMs: 200 });
   await recorder.start();
-  const api = await startTestApi(harness.prefix, harness.merchantsFile, {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+  const api = await startTestApi(harness.prefix, merchants, {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
   return { harness, db, database, recorder, api };
 }
 

@@ -133,7 +133,7 @@ describe('the audit trail', () => {
     // An API of its own topology, no dispatcher on it: its dispatch takes one copy and refuses the
     // next (as a queue at its length limit does), so the resend stops after its first.
     const prefix = uniquePrefix('audit-trail-cut');
-    const cut = await startTestApi(prefix, '', {}, stack.env);
+    const cut = await startTestApi(prefix, [], {}, stack.env);
     const test = await TestBroker.open();
     try {
       const dispatch = topologyNames(prefix).dispatch;

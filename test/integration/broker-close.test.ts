@@ -1,13 +1,14 @@
-import { writeFileSync } from 'node:fs';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
+import { TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
-import { writeMerchantsFile } from '../support/harness.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { finishedWithin, startProgram } from '../support/process.js';
 import { waitFor } from '../support/wait.js';
 
 describe('closing against a broker that misbehaves', () => {
+  const own = useTestDatabase('broker_close');
   let test: TestBroker;
 
   beforeAll(async () => {
@@ -68,14 +69,13 @@ describe('closing against a broker that misbehaves', () => {
   });
 
   it('exits 0 at once on SIGTERM while its queues are being deleted', async () => {
-    const merchantsFile = writeMerchantsFile([]);
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [] }));
     for (let round = 0; round < 5; round++) {
       const prefix = uniquePrefix('sigterm-delete');
       const program = startProgram('dist/apps/dispatcher/main.js', {
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
+        DATABASE_URL: own.db.url,
+        SECRETS_KEY: TEST_SECRETS_KEY,
         RETRY_SCHEDULE: '',
         METRICS_PORT: '0',
         LOG_LEVEL: 'info',

@@ -32,7 +32,7 @@ describeWithControl('RabbitMQ stopped and started under load', () => {
     live = testMerchant('m_live', receiver.url);
     resendable = testMerchant('m_resend', receiver.url);
     harness = await startHarness({ name: 'restart', merchants: [live, resendable], retryDelaysMs: [] });
-    api = await startTestApi(harness.prefix, harness.merchantsFile);
+    api = await startTestApi(harness.prefix);
     upstream = new BrokerConnection({ url: brokerUrl(), name: 'test-upstream', logger: silentLogger(), publishWaitMs: 2_000 });
     await upstream.open(10_000);
   });

@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import type { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
@@ -194,8 +193,7 @@ describe("two merchants' endpoints at one dead URL", () => {
       await waitFor('both breakers open, both rows written', async () => harness.dispatcher.guards.openUntil(offUrl) > 0 && harness.dispatcher.guards.openUntil(onUrl) > 0
         && (await harness.database.query('SELECT 1 FROM wait_circuits WHERE NOT closing')).length === 2, 20_000);
       // Its merchant turns that endpoint off; the row's probe comes.
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...off, endpoints: [{ ...off.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }, on] }));
-      expect(harness.merchants.reload()).toBe(true);
+      await harness.setMerchants([{ ...off, endpoints: [{ ...off.endpoints[0]!, enabled: false, disabledReason: 'manual' }] }, on]);
       await harness.database.query('UPDATE wait_circuits SET probe_at = now() WHERE merchant_id = $1', [off.id]);
       await waitFor("the off merchant's waits ended, its row gone, its breaker closed", async () => (await harness.database.query('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', [off.id])).length === 0
         && (await harness.database.query('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', [off.id])).length === 0 && harness.dispatcher.guards.openUntil(offUrl) === 0, 20_000);

@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { type Harness, startHarness, testSecret } from '../support/harness.js';
@@ -37,10 +36,9 @@ describe("an endpoint's circuit when URLs change hands", () => {
   const ids = (path: string) => at(path).map((r) => String(r.headers['webhook-id']));
 
   /** Writes the merchant with these endpoints (id → path) and reloads the dispatcher's directory. */
-  function merchant(id: string, endpoints: Record<string, string>): void {
+  async function merchant(id: string, endpoints: Record<string, string>): Promise<void> {
     merchants.set(id, { id, publicKey: `pk_urls_${id}_0001`, endpoints: Object.entries(endpoints).map(([ep, path]) => ({ id: ep, url: url(path), enabled: true, secret: testSecret() })) });
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [...merchants.values()] }));
-    expect(harness.merchants.reload()).toBe(true);
+    await harness.setMerchants([...merchants.values()]);
   }
 
   const publish = async (merchantId: string) => (await harness.publisher.publish(sampleEvent('payout', merchantId))).messageId;
@@ -54,29 +52,29 @@ describe("an endpoint's circuit when URLs change hands", () => {
   }
 
   it('sends at once to a new endpoint given the URL of a deleted one whose circuit was open', async () => {
-    merchant('m_taken', { ep_taken_old: 'taken/hook' });
+    await merchant('m_taken', { ep_taken_old: 'taken/hook' });
     await openCircuit('m_taken', 'taken/hook');
     // Deleted: its waits fail (webhook-disabled) at the row's next probe, and the row closes.
-    merchant('m_taken', {});
+    await merchant('m_taken', {});
     await waitFor("the deleted endpoint's waits and row are gone", async () =>
       (await rows('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', 'm_taken')) === 0 &&
       (await rows('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', 'm_taken')) === 0, 15_000);
     down.clear();
-    merchant('m_taken', { ep_taken_new: 'taken/hook' });
+    await merchant('m_taken', { ep_taken_new: 'taken/hook' });
     const id = await publish('m_taken');
     await waitFor('the new endpoint gets it', () => ids('taken/hook').includes(id), 5_000);
   });
 
   it('sends at once to an endpoint moved back to its old URL once the row its failures there opened has closed', async () => {
-    merchant('m_back', { ep_back: 'back/one' });
+    await merchant('m_back', { ep_back: 'back/one' });
     await openCircuit('m_back', 'back/one');
     // Moved while open: the row's probe goes to the new URL, is answered, and the row closes.
-    merchant('m_back', { ep_back: 'back/two' });
+    await merchant('m_back', { ep_back: 'back/two' });
     await waitFor('the row closed through the new URL, every wait delivered', async () =>
       (await rows('SELECT 1 FROM wait_circuits WHERE merchant_id = $1', 'm_back')) === 0 &&
       (await rows('SELECT 1 FROM webhook_waits WHERE merchant_id = $1', 'm_back')) === 0, 15_000);
     down.clear();
-    merchant('m_back', { ep_back: 'back/one' });
+    await merchant('m_back', { ep_back: 'back/one' });
     const id = await publish('m_back');
     await waitFor('the old URL gets it again', () => ids('back/one').includes(id), 5_000);
   });

@@ -4,7 +4,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { freePort, Receiver } from '../support/receiver.js';
@@ -37,10 +38,11 @@ describe('a dispatcher killed with -9 at the failure that would open its endpoin
       return 500;
     });
     const merchant = testMerchant('m_circuit_kill', receiver.url);
+    await seedMerchants(database.url, [merchant]);
     const env = {
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: writeMerchantsFile([merchant]),
+      SECRETS_KEY: TEST_SECRETS_KEY,
       RETRY_SCHEDULE: '10m,10m',
       DATABASE_URL: database.url,
       // One request at a time to the endpoint: its failures come in order.

@@ -7,9 +7,6 @@ import { runCliInProcess } from '../support/cli.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 interface FailedJson {
   failedAt: string;
@@ -47,9 +44,9 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
       retryDelaysMs: [],
       settings: { breakerThreshold: 1_000 },
     });
-    api = await startTestApi(harness.prefix, harness.merchantsFile);
-    // The CLI reads the merchants where the programs do: here the harness's file.
-    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url, MERCHANTS_FILE: harness.merchantsFile };
+    api = await startTestApi(harness.prefix);
+    // The CLI reads the merchants where the programs do: the merchants table of the harness's database.
+    env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url };
   });
 
   afterAll(async () => {
@@ -193,49 +190,34 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect(again.stderr).toBe(`webhooks: no unresolved failed webhook for merchant ${merchants.alice.id} and reference ${reference}\n`);
   });
 
-  /** The harness's merchants file with one merchant's webhook changed, as the CLI's MERCHANTS_FILE. */
-  function fileWith(merchantId: string, change: Record<string, unknown>): string {
-    const file = JSON.parse(readFileSync(harness.merchantsFile, 'utf8')) as { merchants: Array<{ id: string; endpoints: Array<Record<string, unknown>> }> };
-    for (const m of file.merchants) if (m.id === merchantId) Object.assign(m.endpoints[0]!, change);
-    const path = join(mkdtempSync(join(tmpdir(), 'cli-failed-')), 'merchants.json');
-    writeFileSync(path, JSON.stringify(file));
-    return path;
-  }
+  /** Alice's rows with her webhook changed: the CLI reads them where the programs do. */
+  const aliceWith = (change: Record<string, unknown>) => harness.setMerchants([{ ...merchants.alice, endpoints: [{ ...merchants.alice.endpoints[0]!, ...change }] }]);
 
   it("makes the API's checks: nothing resent while no endpoint is enabled, nor a failure of an event its endpoint no longer receives (exit 1, left failed)", async () => {
     const { reference } = await failedEvent(merchants.alice, 'payout');
     modes.set(merchants.alice.id, 'ok');
     const before = receiverOf(merchants.alice).requests.length;
-    const as = (merchantsFile: string, ...args: string[]) => runCliInProcess({ ...env, MERCHANTS_FILE: merchantsFile }, args);
 
-    const disabled = fileWith(merchants.alice.id, { enabled: false });
-    const resend = await as(disabled, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
+    await aliceWith({ enabled: false });
+    const resend = await cli('failed', 'resend', reference, '--merchant', merchants.alice.id);
     expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: `webhooks: no endpoint of merchant ${merchants.alice.id} is enabled (or none is set up); enable one, then resend\n` });
-    const replay = await as(disabled, 'failed', 'replay', '--merchant', merchants.alice.id, '--since', '10m', '--dry-run');
+    const replay = await cli('failed', 'replay', '--merchant', merchants.alice.id, '--since', '10m', '--dry-run');
     expect({ code: replay.code, stderr: replay.stderr }).toEqual({ code: 1, stderr: expect.stringContaining(`no endpoint of merchant ${merchants.alice.id} is enabled`) });
 
-    const otherEvents = fileWith(merchants.alice.id, { events: ['refund.completed'] });
-    const unsubscribed = await as(otherEvents, 'failed', 'resend', reference, '--merchant', merchants.alice.id);
+    await aliceWith({ events: ['refund.completed'] });
+    const unsubscribed = await cli('failed', 'resend', reference, '--merchant', merchants.alice.id);
     expect({ code: unsubscribed.code, stderr: unsubscribed.stderr }).toEqual({ code: 1, stderr: 'webhooks: the endpoints these webhooks failed on no longer receive payout\n' });
 
     expect(await unresolved(api, merchants.alice.id, reference)).toBe(1);
     // Once the webhook takes it again, the same command resends it.
+    await aliceWith({});
     expect((await cli('failed', 'resend', reference, '--merchant', merchants.alice.id)).code).toBe(0);
     await receiverOf(merchants.alice).waitForRequests(before + 1);
   });
 
-  it('reads the merchant from the merchants table without MERCHANTS_FILE: its only endpoint disabled stops the resend, an unknown merchant exits 3', async () => {
+  it('exits 3 for a merchant the merchants table does not hold, naming the table', async () => {
     const { reference } = await failedEvent(merchants.bob, 'payout');
-    const db = harness.database;
-    await db.query(`INSERT INTO merchants (id, public_key, endpoints, version) VALUES ($1, 'pk_test_cli_failed_bob', $2::jsonb, 1)`, [
-      merchants.bob.id,
-      JSON.stringify([{ id: 'ep_bob_main', url: merchants.bob.endpoints[0]!.url, enabled: false }]),
-    ]);
-    const fromTable = { RABBITMQ_URL: env.RABBITMQ_URL!, TOPOLOGY_PREFIX: env.TOPOLOGY_PREFIX!, DATABASE_URL: env.DATABASE_URL! };
-
-    const resend = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', merchants.bob.id]);
-    expect({ code: resend.code, stderr: resend.stderr }).toEqual({ code: 1, stderr: expect.stringContaining(`no endpoint of merchant ${merchants.bob.id} is enabled`) });
-    const unknown = await runCliInProcess(fromTable, ['failed', 'resend', reference, '--merchant', 'm_nobody']);
+    const unknown = await cli('failed', 'resend', reference, '--merchant', 'm_nobody');
     expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 3, stderr: 'webhooks: no merchant m_nobody in the merchants table (DATABASE_URL)\n' });
     expect(await unresolved(api, merchants.bob.id, reference)).toBe(1);
   });

@@ -12,7 +12,8 @@ import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { freePort } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -191,7 +192,8 @@ describe('the CLI on a database that is not ready', () => {
        FROM generate_series(1, 100001) AS g`,
       [merchant.endpoints[0]!.id],
     );
-    const env = { DATABASE_URL: migrated.url, MERCHANTS_FILE: writeMerchantsFile([merchant]) };
+    await seedMerchants(migrated.url, [merchant]);
+    const env = { DATABASE_URL: migrated.url };
     const result = await runCliInProcess(env, ['failed', 'replay', '--merchant', 'm_big', '--since', '1d', '--dry-run']);
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n').at(-1)).toBe('dry run: would resend 100000 webhook(s) of merchant m_big; nothing was published');
@@ -203,7 +205,8 @@ describe('the CLI on a database that is not ready', () => {
   it("says when an endpoint change is saved but its operational event cannot be published (no operational exchange: the programs' TOPOLOGY_PREFIX not exported)", async () => {
     const env = {
       DATABASE_URL: migrated.url,
-      SECRETS_KEY: Buffer.from('cli-faults-secrets-key-32-bytes!').toString('base64'),
+      // The key the other cases' merchants in this database are sealed with: the directory opens every row.
+      SECRETS_KEY: TEST_SECRETS_KEY,
       RABBITMQ_URL: brokerUrl(),
       // A prefix no program declared: its operational exchange does not exist.
       TOPOLOGY_PREFIX: uniquePrefix('cli-faults-none'),
@@ -294,7 +297,8 @@ describe('webhooks failed resend cut off midway', () => {
     );
     // dispatch takes one copy and refuses the next (as a queue at its length limit does): the resend stops after its first.
     await test.channel.assertQueue(names.dispatch, { durable: true, arguments: { 'x-max-length': 1, 'x-overflow': 'reject-publish' } });
-    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, MERCHANTS_FILE: writeMerchantsFile([merchant]) };
+    await seedMerchants(db.url, [merchant]);
+    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url };
 
     const result = await runCliInProcess(env, ['failed', 'resend', 'PO-CUT', '--merchant', 'm_cut']);
 

@@ -8,7 +8,8 @@ import { resolve } from 'node:path';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
@@ -46,7 +47,8 @@ describe('webhooks failed replay and invalid requeue interrupted with Ctrl-C', (
        FROM generate_series(1, 20) AS g`,
       [merchant.endpoints[0]!.id, JSON.stringify(sampleEvent('payout', 'm_int'))],
     );
-    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url, MERCHANTS_FILE: writeMerchantsFile([merchant]) };
+    await seedMerchants(db.url, [merchant]);
+    const env = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url };
     // 5 a second: the 20 would take 4 s; Ctrl-C once the progress says 2 went.
     const replay = startProgram(CLI, env, ['failed', 'replay', '--merchant', 'm_int', '--since', '1h', '--rate', '5']);
     await waitFor('2 of 20 replayed', () => replay.output.stderr.includes('(2/20)'), 15_000, 5);

@@ -5,7 +5,8 @@ import { HEADERS, INVALID_CODES, sampleEvent } from '../../libs/contracts/index.
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
-import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -148,11 +149,14 @@ describe('webhooks invalid (operator CLI on parked messages)', () => {
       await look.close(); // hands both back to dispatch, once
     }
 
+    // The cause fixed: the merchant exists now.
+    await seedMerchants(harness.database.url, [late]);
     const fixed = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: harness.prefix,
-        MERCHANTS_FILE: writeMerchantsFile([known, late]),
+        DATABASE_URL: harness.database.url,
+        SECRETS_KEY: TEST_SECRETS_KEY,
         RETRY_SCHEDULE: '',
         FAILED_RETENTION: '1D',
         ALLOW_PRIVATE_TARGETS: 'true',

@@ -4,7 +4,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { failOnceThenSucceed, Receiver } from '../support/receiver.js';
@@ -50,11 +51,11 @@ describe('crashes and shutdowns lose nothing', () => {
     return ids;
   }
 
-  function env(prefix: string, merchantsFile: string, retrySchedule = '1s,1s') {
+  function env(prefix: string, retrySchedule = '1s,1s') {
     return {
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: merchantsFile,
+      SECRETS_KEY: TEST_SECRETS_KEY,
       RETRY_SCHEDULE: retrySchedule,
       DATABASE_URL: database.url,
       DISPATCH_CONCURRENCY: '32',
@@ -69,10 +70,10 @@ describe('crashes and shutdowns lose nothing', () => {
     prefixes.push(prefix);
     const receiver = await Receiver.start(() => ({ status: 200, delayMs: 2 }));
     const merchant = testMerchant('m_crash', receiver.url);
-    const file = writeMerchantsFile([merchant]);
+    await seedMerchants(database.url, [merchant]);
     try {
       const ids = await publishAll(prefix, merchant.id, 2_000);
-      const first = startProgram(DISPATCHER, env(prefix, file));
+      const first = startProgram(DISPATCHER, env(prefix));
       await receiver.waitForRequests(400, 30_000);
       first.child.kill('SIGKILL');
       const killed = await first.finished;
@@ -80,7 +81,7 @@ describe('crashes and shutdowns lose nothing', () => {
       const deliveredBeforeKill = new Set(receiver.requests.map((r) => r.headers['webhook-id']));
       expect(deliveredBeforeKill.size).toBeLessThan(2_000);
 
-      const second = startProgram(DISPATCHER, env(prefix, file));
+      const second = startProgram(DISPATCHER, env(prefix));
       try {
         await waitFor(
           'all 2,000 events delivered',
@@ -115,7 +116,7 @@ describe('crashes and shutdowns lose nothing', () => {
       return 500;
     });
     const merchant = testMerchant('m_crash_waits', receiver.url);
-    const file = writeMerchantsFile([merchant]);
+    await seedMerchants(database.url, [merchant]);
     // Those of the sixty that failed first and were sent again: under load a 204 past the 1 s
     // deadline is retried too (counted here once as 72 of 60 "retried": the wait never ended).
     const retried = () => {
@@ -123,7 +124,7 @@ describe('crashes and shutdowns lose nothing', () => {
       for (const r of receiver.requests) count.set(String(r.headers['webhook-id']), (count.get(String(r.headers['webhook-id'])) ?? 0) + 1);
       return [...seen].filter((id) => (count.get(id) ?? 0) >= 2).length;
     };
-    const waitsEnv = { ...env(prefix, file, '1s,1s,1s'), WAIT_LEASE: '2s', DELIVERY_TIMEOUT_MS: '1000' };
+    const waitsEnv = { ...env(prefix, '1s,1s,1s'), WAIT_LEASE: '2s', DELIVERY_TIMEOUT_MS: '1000' };
     try {
       // In two halves: the first's waits handed back and delivered, the second's written and not yet
       // due (1 s) when the kill comes. Published at once, all sixty came due together and one pick
@@ -202,12 +203,12 @@ describe('crashes and shutdowns lose nothing', () => {
     prefixes.push(prefix);
     const receiver = await Receiver.start(() => ({ status: 200, delayMs: 400 }));
     const merchant = testMerchant('m_sigterm', receiver.url);
-    const file = writeMerchantsFile([merchant]);
+    await seedMerchants(database.url, [merchant]);
     try {
       const ids = await publishAll(prefix, merchant.id, 100);
       // No retry tiers: deliveries beyond the endpoint's bound wait in memory, and on SIGTERM
       // those not yet sent must be handed back to dispatch rather than sent or dropped.
-      const program = startProgram(DISPATCHER, env(prefix, file, ''));
+      const program = startProgram(DISPATCHER, env(prefix, ''));
       await receiver.waitForRequests(4, 15_000);
       program.child.kill('SIGTERM');
       const result = await program.finished;
@@ -217,7 +218,7 @@ describe('crashes and shutdowns lose nothing', () => {
       // Every request that reached the merchant was answered and acked: none is back in the queue.
       expect(requested + remaining).toBe(ids.size);
 
-      const again = startProgram(DISPATCHER, env(prefix, file, ''));
+      const again = startProgram(DISPATCHER, env(prefix, ''));
       try {
         await waitFor('the rest delivered after restart', () => new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size === ids.size, 30_000);
       } finally {

@@ -37,7 +37,7 @@ describe('the delivery log written by the dispatcher', () => {
     // Its tables are made once it leads, in the background: asked before, they do not exist yet
     // (met with the test files in parallel on a 2-core machine).
     await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
-    api = await startTestApi(harness.prefix, harness.merchantsFile, {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    api = await startTestApi(harness.prefix, [alice, carol], {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
   });
 
   afterAll(async () => {

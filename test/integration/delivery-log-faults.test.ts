@@ -7,7 +7,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { call, startTestApi, token } from '../support/api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { runProgram, startProgram } from '../support/process.js';
@@ -261,9 +261,12 @@ describe('the delivery log under faults', () => {
   });
 
   it('answers 503 in the envelope while PostgreSQL is unreachable, and says so in /readyz', async () => {
+    expect(server).toBeDefined(); // this file's own PostgreSQL, to crash
     const merchant = testMerchant('m_outage', 'https://outage.example/hooks');
-    const api = await startTestApi(prefix, writeMerchantsFile([merchant]), {}, { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere', DELIVERY_LOG: 'on' });
+    const api = await startTestApi(prefix, [merchant], {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
     try {
+      await server!.crash();
+      await waitFor('the API seeing PostgreSQL down', async () => ((await call(api, '/readyz', { method: 'GET' })).body as { database: string }).database === 'unreachable', 15_000, 100);
       const headers = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
       for (const path of ['/nucleus/webhooks', '/nucleus/webhooks/wh_1', '/nucleus/events']) {
         const answer = await call(api, path, { method: 'GET', headers });
@@ -275,6 +278,7 @@ describe('the delivery log under faults', () => {
       // Resends need PostgreSQL too: a load balancer takes this replica out until it is back.
       expect(ready).toMatchObject({ status: 503, body: { status: 'not ready', broker: 'connected', database: 'unreachable', deliveryLog: { database: 'unreachable' } } });
     } finally {
+      await server?.up();
       await api.stop();
     }
   });
@@ -282,7 +286,7 @@ describe('the delivery log under faults', () => {
   it('counts the log as further behind the whole time PostgreSQL is down, where the figure stood still (the alert on it never fired)', async () => {
     expect(server).toBeDefined(); // this file's own PostgreSQL, to crash
     const merchant = testMerchant('m_behind', 'https://behind.example/hooks');
-    const api = await startTestApi(prefix, writeMerchantsFile([merchant]), {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    const api = await startTestApi(prefix, [merchant], {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
     type Ready = { database: string; deliveryLog: { database: string; behindSeconds: number | null } };
     const readyz = async () => (await call(api, '/readyz', { method: 'GET' })).body as Ready;
     try {

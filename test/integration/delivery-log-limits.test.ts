@@ -5,7 +5,7 @@ import { DeliveryLogRecorder, deliveryLogQueries, openPostgres, type Database, t
 import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
@@ -79,7 +79,7 @@ describe('the delivery log\'s limits', () => {
     await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
     api = await startTestApi(
       prefix,
-      writeMerchantsFile([alice, heavy, glacial, bystander, eager, feeder]),
+      [alice, heavy, glacial, bystander, eager, feeder],
       { wrapLogQueries: slowFor, logRateLimit: { perMinute: 60, burst: 100 } },
       { DATABASE_URL: db.url, DELIVERY_LOG: 'on' },
     );

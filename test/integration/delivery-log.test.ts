@@ -6,7 +6,7 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { adminToken, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
@@ -68,7 +68,7 @@ describe('the delivery log through the API', () => {
     // Its tables are made once it leads, in the background: asked before, they do not exist yet
     // (met with the test files in parallel on a 2-core machine).
     await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
-    api = await startTestApi(prefix, writeMerchantsFile([alice, bob]), {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+    api = await startTestApi(prefix, [alice, bob], {}, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
 
     // Written through the writer, the way the dispatcher does: each resolves once confirmed.
     await Promise.all([...story, other, skipped].map((r) => writer.record(r)));

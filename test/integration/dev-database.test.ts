@@ -32,7 +32,8 @@ describe("development mode's embedded database, one process at a time", () => {
   });
 
   const env = () => {
-    const { MERCHANTS_FILE: _, ...rest } = dispatcherEnv(prefix, '', { WEBHOOKS_DEV: 'true' });
+    // Development mode's own: the embedded database and its key, not the tests' database.
+    const { DATABASE_URL: _url, SECRETS_KEY: _key, ...rest } = dispatcherEnv(prefix, '', { WEBHOOKS_DEV: 'true' });
     return rest;
   };
   const start = () => {

@@ -49,8 +49,8 @@ describe('resends per endpoint', () => {
       const sealed = box.seal(JSON.stringify(Object.fromEntries(m.endpoints.map((e) => [e.id, { secret: e.secret }]))), m.id);
       await harness.database.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, 1)', [m.id, m.publicKey, JSON.stringify(clear), sealed]);
     }
-    const env = { MERCHANTS_FILE: undefined, DATABASE_URL: harness.database.url, SECRETS_KEY: TEST_SECRETS_KEY };
-    [one, two] = await Promise.all([startTestApi(harness.prefix, harness.merchantsFile, {}, env), startTestApi(harness.prefix, harness.merchantsFile, {}, env)]);
+    const env = { DATABASE_URL: harness.database.url, SECRETS_KEY: TEST_SECRETS_KEY };
+    [one, two] = await Promise.all([startTestApi(harness.prefix, [], {}, env), startTestApi(harness.prefix, [], {}, env)]);
   });
 
   afterAll(async () => {

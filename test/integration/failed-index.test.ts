@@ -10,7 +10,8 @@ import type { Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { call, startTestApi, token, unresolved } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { startHarness, testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { capturingLogger } from '../support/capturing-logger.js';
@@ -30,7 +31,7 @@ describe('the failure index in PostgreSQL', () => {
     const merchant = testMerchant('m_index_fast', receiver.url);
     // Records go to the deliveries stream and nothing stores them.
     const harness = await startHarness({ name: 'index-fast', merchants: [merchant], deliveryLog: true });
-    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const api = await startTestApi(harness.prefix);
     try {
       const message = sampleEvent('payout', merchant.id);
       const { messageId } = await harness.publisher.publish(message);
@@ -52,7 +53,7 @@ describe('the failure index in PostgreSQL', () => {
     const receiver = await Receiver.start(() => status);
     const merchant = testMerchant('m_index_again', receiver.url);
     const harness = await startHarness({ name: 'index-again', merchants: [merchant] });
-    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const api = await startTestApi(harness.prefix);
     try {
       const message = sampleEvent('payout', merchant.id);
       const reference = String(message.data.reference);
@@ -87,7 +88,7 @@ describe('the failure index in PostgreSQL', () => {
     const merchant = testMerchant('m_index_skew', receiver.url);
     let behindMs = 0;
     const harness = await startHarness({ name: 'index-skew', merchants: [merchant], now: () => new Date(Date.now() - behindMs) });
-    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const api = await startTestApi(harness.prefix);
     try {
       const message = sampleEvent('payout', merchant.id);
       const reference = String(message.data.reference);
@@ -140,12 +141,12 @@ describeWithPrivatePostgres('the failure index while PostgreSQL is down', () => 
 
   it('lands failures in failed meanwhile, answers resends 503 with Retry-After, and indexes them from the log once it is back', async () => {
     if (!pg) return;
-    const merchantsFile = writeMerchantsFile([merchant]);
+    await seedMerchants(pg.url, [merchant]);
     const common = { RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: pg.url, RETRY_SCHEDULE: '', FAILED_RETENTION: '1D' };
     recorder = await startRecorder(loadRecorderConfig(common), silentLogger());
     const lines: Array<Record<string, unknown>> = [];
-    dispatcher = await startDispatcher(loadDispatcherConfig({ ...common, MERCHANTS_FILE: merchantsFile, ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' }), capturingLogger(lines));
-    api = await startTestApi(prefix, merchantsFile, {}, { DATABASE_URL: pg.url });
+    dispatcher = await startDispatcher(loadDispatcherConfig({ ...common, SECRETS_KEY: TEST_SECRETS_KEY, ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' }), capturingLogger(lines));
+    api = await startTestApi(prefix, [], {}, { DATABASE_URL: pg.url });
     const publisher = new EventPublisher(dispatcher.broker, prefix);
 
     await pg.crash();

@@ -6,7 +6,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant, testSecret } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
@@ -55,10 +56,11 @@ describe('fan-out after kill -9', () => {
         { id: 'ep_m_fan_crash_slow', url: `${receiver.url}/slow`, enabled: true, secret: testSecret() },
       ],
     });
+    await seedMerchants(database.url, [merchant]);
     const env = {
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: writeMerchantsFile([merchant]),
+      SECRETS_KEY: TEST_SECRETS_KEY,
       RETRY_SCHEDULE: '1s,1s',
       DATABASE_URL: database.url,
       // Each endpoint's share (half) holds all of them: none waits as 'busy'.

@@ -5,7 +5,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { call, startTestApi, token, unresolved, indexFailure } from '../support/api.js';
 import { brokerUrl } from '../support/broker.js';
-import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 import { localCtl } from '../support/rabbitmqctl.js';
@@ -38,10 +38,9 @@ maybe('under broker flow control', () => {
 
   it('answers a resend with 503 within its deadline instead of hanging while publishers are blocked', async () => {
     const merchant = testMerchant('m_flow2', receiver.url);
-    const file = writeMerchantsFile([merchant]);
     // The confirm's deadline a second, not the program's 5 s: the 503 is under test, not its length,
     // and this file runs alone (each of its seconds is one of CI's).
-    api = await startTestApi(harness.prefix, file, { resendConfirmDeadlineMs: 1_000 });
+    api = await startTestApi(harness.prefix, [merchant], { resendConfirmDeadlineMs: 1_000 });
     const auth = { 'x-auth-token': merchant.publicKey, authorization: `Bearer ${await token(merchant.id)}` };
 
     // A failure for it, indexed as the dispatcher would.

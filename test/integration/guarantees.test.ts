@@ -1,10 +1,10 @@
-import { writeFileSync } from 'node:fs';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 import type { ConsumeMessage } from 'amqplib';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker } from '../support/broker.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { forgetMerchants } from '../support/merchant-rows.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -133,7 +133,7 @@ describe('one merchant never harms another', () => {
 });
 
 describe('a settings change never drops an accepted webhook', () => {
-  async function retryingWhile(change: (harness: Harness, merchant: ReturnType<typeof testMerchant>) => void) {
+  async function retryingWhile(change: (harness: Harness, merchant: ReturnType<typeof testMerchant>) => Promise<void>) {
     const receiver = await Receiver.start(() => 500);
     const merchant = testMerchant('m_settings', receiver.url);
     const other = testMerchant('m_settings_other', receiver.url);
@@ -142,8 +142,7 @@ describe('a settings change never drops an accepted webhook', () => {
       const published = await harness.publisher.publish(sampleEvent('refund.completed', merchant.id));
       await receiver.waitForRequests(1);
       await waitFor('retry scheduled', () => harness.dispatcher.stats.retried === 1);
-      change(harness, merchant);
-      expect(harness.merchants.reload()).toBe(true);
+      await change(harness, merchant);
       const [entry] = await harness.test.readStream(harness.names.failed, 1, 10_000);
       // Its own webhook's requests: with test files in parallel, a closed receiver's port can be
       // handed to this one while another file's dispatcher still retries to it.
@@ -158,24 +157,26 @@ describe('a settings change never drops an accepted webhook', () => {
   }
 
   it('sends a retry for a merchant whose webhook was disabled meanwhile to failed, with x-last-error "webhook disabled"', async () => {
-    const { entry } = await retryingWhile((harness, merchant) => {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }] }));
+    const { entry } = await retryingWhile(async (harness, merchant) => {
+      await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }]);
     });
     expect(header(entry, HEADERS.lastError)).toBe('webhook disabled');
     expect(header(entry, HEADERS.failedReason)).toBe('webhook-disabled');
   });
 
   it('sends a retry whose event the webhook stopped receiving meanwhile to failed, resendable once it opts back in', async () => {
-    const { entry } = await retryingWhile((harness, merchant) => {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, events: ['payout'] }] }] }));
+    const { entry } = await retryingWhile(async (harness, merchant) => {
+      await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, events: ['payout'] }] }]);
     });
     expect(header(entry, HEADERS.lastError)).toBe("event not in the webhook's events");
     expect(header(entry, HEADERS.failedReason)).toBe('event-not-subscribed');
   });
 
   it('sends a retry for a merchant removed from the directory meanwhile to failed, never dropping it', async () => {
-    const { entry } = await retryingWhile((harness) => {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [] }));
+    // Deleted over a day ago: no row, and its tombstone past its day (a delete within the day drops it instead).
+    const { entry } = await retryingWhile(async (harness, merchant) => {
+      await forgetMerchants(harness.database.url, [merchant.id]);
+      await harness.merchants.poll();
     });
     expect(header(entry, HEADERS.failedReason)).toBe('merchant-removed');
   });

@@ -1,10 +1,10 @@
-import { writeFileSync } from 'node:fs';
 import { copyHeaders, sampleEvent } from '../../libs/contracts/index.js';
 import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { uniquePrefix } from '../support/broker.js';
 import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -23,7 +23,6 @@ describe('hostile upstream messages', () => {
   const merchant = testMerchant('m_rdd', 'http://placeholder');
   let receiver: Receiver;
   let deployed: DispatcherAndRecorder;
-  let merchantsFile: string;
 
   /** Publishes raw to upstream's exchange, as any upstream client can. */
   const publish = (body: unknown, options: Record<string, unknown> = {}) => deployed.publish('x', body, options);
@@ -38,11 +37,11 @@ describe('hostile upstream messages', () => {
       return 500;
     });
     merchant.endpoints[0]!.url = receiver.url;
-    merchantsFile = writeMerchantsFile([merchant]);
     deployed = await startDispatcherAndRecorder({
       prefix,
       database: 'hostile_upstream',
-      env: { MERCHANTS_FILE: merchantsFile },
+      env: { SECRETS_KEY: TEST_SECRETS_KEY },
+      before: ({ database }) => seedMerchants(database.url, [merchant]),
       dispatcherEnv: { RETRY_SCHEDULE: '200ms,200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' },
     });
   });
@@ -108,7 +107,7 @@ describe('hostile upstream messages', () => {
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_late' });
     await waitFor('parked', async () => (await deployed.test.messageCount(names.invalid)) === before + 1, 10_000);
     // The operator adds the merchant, then `webhooks invalid requeue --code unknown-merchant` (its move, by hand).
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
+    await seedMerchants(deployed.database.url, [late]);
     await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
     const got = (await deployed.test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_late');
     for (const m of got) {

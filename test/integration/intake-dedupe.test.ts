@@ -10,7 +10,8 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
-import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant, testSecret } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
@@ -38,7 +39,6 @@ describe('idempotent intake', () => {
   let upstream: BrokerConnection;
   let publisher: EventPublisher;
   let test: TestBroker;
-  let merchantsFile: string;
 
   /** What a dispatcher that died between its intake check and its ack leaves: the key's row. */
   const leftBehind = (merchantId: string, webhookId: string) =>
@@ -68,7 +68,7 @@ describe('idempotent intake', () => {
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: merchantsFile,
+        SECRETS_KEY: TEST_SECRETS_KEY,
         DATABASE_URL: database.url,
         RETRY_SCHEDULE: '200ms',
         WAIT_LEASE: '5s',
@@ -111,8 +111,8 @@ describe('idempotent intake', () => {
       { id: 'ep_dedupe_a', url: `${receiver.url}/a`, enabled: true, secret: testSecret() },
       { id: 'ep_dedupe_b', url: `${receiver.url}/b`, enabled: true, secret: testSecret() },
     ];
-    merchantsFile = writeMerchantsFile([merchant, fanned]);
     database = await createTestDatabase('intake_dedupe');
+    await seedMerchants(database.url, [merchant, fanned]);
     test = await TestBroker.open();
     await start();
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, FAILED_RETENTION: '1D' }), silentLogger());
@@ -280,7 +280,7 @@ describe('idempotent intake', () => {
     // A dispatcher died mid-fan-out with b settled and a not; b was disabled since.
     await leftBehind(fanned.id, 'evt_fan_moved');
     await recordedDelivery(fanned.id, 'evt_fan_moved', 'ep_dedupe_b', 1000001);
-    merchantsFile = writeMerchantsFile([merchant, { ...fanned, endpoints: [fanned.endpoints[0]!, { ...fanned.endpoints[1]!, enabled: false, disabledReason: 'manual' }] }]);
+    await seedMerchants(database.url, [{ ...fanned, endpoints: [fanned.endpoints[0]!, { ...fanned.endpoints[1]!, enabled: false, disabledReason: 'manual' }] }]);
     await publisher.publish(sampleEvent('payout', fanned.id), { messageId: 'evt_fan_moved' });
     await redeliver(1);
     await start();
@@ -320,11 +320,12 @@ describe('idempotent intake while PostgreSQL is down', () => {
     if (!server) return console.warn('skipped: no initdb here (PG_BIN_DIR)');
     receiver = await Receiver.start(() => 204);
     const merchant = testMerchant('m_dedupe_down', receiver.url);
+    await seedMerchants(server.url, [merchant]);
     program = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: writeMerchantsFile([merchant]),
+        SECRETS_KEY: TEST_SECRETS_KEY,
         DATABASE_URL: server.url,
         RETRY_SCHEDULE: '',
         ALLOW_PRIVATE_TARGETS: 'true',

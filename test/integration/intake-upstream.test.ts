@@ -1,10 +1,10 @@
-import { writeFileSync } from 'node:fs';
 import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { uniquePrefix } from '../support/broker.js';
 import { capturingLogger } from '../support/capturing-logger.js';
 import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
-import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant, testSecret } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { fieldTable, publishWithLargeHeaders } from '../support/raw-publish.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -26,7 +26,6 @@ describe('idempotent intake against what an upstream publishes', () => {
   const merchant = testMerchant('m_iu', 'http://placeholder');
   let receiver: Receiver;
   let deployed: DispatcherAndRecorder;
-  let merchantsFile: string;
   const lines: Array<Record<string, unknown>> = [];
 
   const publish = (body: object, options: Record<string, unknown> = {}) => deployed.publish('x', body, options);
@@ -41,14 +40,14 @@ describe('idempotent intake against what an upstream publishes', () => {
       return 500;
     });
     merchant.endpoints[0]!.url = receiver.url;
-    merchantsFile = writeMerchantsFile([merchant]);
     deployed = await startDispatcherAndRecorder({
       prefix,
       database: 'intake_upstream',
       dispatcherEnv: {
-        MERCHANTS_FILE: merchantsFile, OPERATIONAL_WEBHOOK_URL: `${receiver.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: testSecret(),
+        SECRETS_KEY: TEST_SECRETS_KEY, OPERATIONAL_WEBHOOK_URL: `${receiver.url}/ops`, OPERATIONAL_WEBHOOK_SECRET: testSecret(),
         RETRY_SCHEDULE: '200ms', WAIT_LEASE: '5s', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0',
       },
+      before: ({ database }) => seedMerchants(database.url, [merchant]),
       logger: capturingLogger(lines),
     });
   });
@@ -77,7 +76,7 @@ describe('idempotent intake against what an upstream publishes', () => {
       { ...fanned.endpoints[0]!, id: 'ep_iu_a', url: `${receiver.url}/a` },
       { ...fanned.endpoints[0]!, id: 'ep_iu_b', url: `${receiver.url}/b` },
     ];
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, fanned] }));
+    await seedMerchants(deployed.database.url, [fanned]);
     await waitFor('merchant loaded', () => deployed.program.merchants.byId(fanned.id) !== undefined, 10_000);
     const table = fieldTable([[Buffer.alloc(100, 0xff), 'x'], [Buffer.from('x-upstream-note'), 'kept']]);
     const body = Buffer.from(JSON.stringify(sampleEvent('payout', fanned.id)));
@@ -101,7 +100,7 @@ describe('idempotent intake against what an upstream publishes', () => {
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
     const parked = (await deployed.test.drain(names.invalid, before + 1)).find((m) => m.properties.messageId === 'evt_iu_late');
     expect(parked?.properties.headers?.[HEADERS.invalidCode]).toBe('unknown-merchant');
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
+    await seedMerchants(deployed.database.url, [late]);
     await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
     // Upstream, told of the park, publishes the event again: its idempotency key is the same.
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_late' });
@@ -145,7 +144,7 @@ describe('idempotent intake against what an upstream publishes', () => {
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
     const parked = (await deployed.test.drain(names.invalid, before + 1)).filter((m) => m.properties.messageId === 'evt_iu_moved_back');
     expect(parked).toHaveLength(1);
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, late] }));
+    await seedMerchants(deployed.database.url, [late]);
     await waitFor('merchant loaded', () => deployed.program.merchants.byId(late.id) !== undefined, 10_000);
     // Upstream publishes it again, and it is delivered and in the log...
     await publish(sampleEvent('payout', late.id), { messageId: 'evt_iu_moved_back' });
@@ -165,7 +164,7 @@ describe('idempotent intake against what an upstream publishes', () => {
     // as a dispatcher's broker redelivery would look: its places are looked up before its park.
     const ordered = testMerchant('m_iu_ordered', receiver.url);
     ordered.endpoints[0]!.orderByReference = true;
-    writeFileSync(merchantsFile, JSON.stringify({ merchants: [merchant, ordered] }));
+    await seedMerchants(deployed.database.url, [ordered]);
     await waitFor('merchant loaded', () => deployed.program.merchants.byId(ordered.id) !== undefined, 10_000);
     const before = await deployed.test.messageCount(names.invalid);
     await publish({ merchantId: ordered.id, event: 'charge.completed', data: { tnxRef: 'TX-IU-NUL' } }, { messageId: 'evt_iu\u0000nul', headers: { [HEADERS.originalRoutingKey]: 'charge.completed' } });

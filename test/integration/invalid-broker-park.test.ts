@@ -3,7 +3,8 @@ import { declareTopology, topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
 import { type DispatcherAndRecorder, startDispatcherAndRecorder } from '../support/dispatcher-and-recorder.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -38,9 +39,10 @@ describe('upstream events the broker parked, listed and moved back with webhooks
     deployed = await startDispatcherAndRecorder({
       prefix,
       database: 'invalid_broker_park',
-      dispatcherEnv: { MERCHANTS_FILE: writeMerchantsFile([merchant]), RETRY_SCHEDULE: '200ms', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' },
+      dispatcherEnv: { SECRETS_KEY: TEST_SECRETS_KEY, RETRY_SCHEDULE: '200ms', DELIVERY_TIMEOUT_MS: '2000', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0' },
       // Parked by the broker before any dispatcher runs: one returned to its delivery limit, one whose TTL ran out.
-      before: async ({ test, publish }) => {
+      before: async ({ database, test, publish }) => {
+        await seedMerchants(database.url, [merchant]);
         await declareTopology(() => test.connection.createChannel(), { prefix, failedRetention: '1D' });
         await publish('payout', body('PO-BP-REPEAT'), { messageId: 'evt_bp_repeat' });
         await test.returnUntilParked(names.dispatch, names.invalid, 1);

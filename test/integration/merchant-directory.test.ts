@@ -217,7 +217,7 @@ describe('the merchant directory of a running program', () => {
     const { dir: oldKeyOnly } = await program({ logger: capturingLogger(lines) });
     // An API replica with the old key alone, as the programs run.
     const prefix = uniquePrefix('merchant-directory');
-    const api = await waitReady(await startTestApi(prefix, '', {}, { MERCHANTS_FILE: undefined, DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY, WEBHOOKS_DEV: 'true' }));
+    const api = await waitReady(await startTestApi(prefix, [], {}, { DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY, WEBHOOKS_DEV: 'true' }));
     open.push({ close: async () => {
       await api.stop();
       const broker = await TestBroker.open();

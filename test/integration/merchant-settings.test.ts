@@ -3,9 +3,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { adminReplicas, data, DATABASE_DIRECTORY, DEV_REPLICA } from '../support/admin-replicas.js';
 import { patchFirstEndpoint, putMerchantWithEndpoint, rotateFirstEndpoint } from '../support/merchant-endpoints.js';
-import { adminToken, type Answer, call, expectDocumented, seen, startTestApi, token } from '../support/api.js';
-import { TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { adminToken, type Answer, call, expectDocumented, seen, token } from '../support/api.js';
 import { waitFor } from '../support/wait.js';
 
 describe('merchant settings on the broker (admin API, live directory)', () => {
@@ -202,26 +200,6 @@ describe('merchant settings on the broker (admin API, live directory)', () => {
     expect((await call(stack.apiB, '/admin/merchants/m_live/webhook/secret/rotate', { method: 'POST', headers: stack.auth, body: '{}' })).status).toBe(404);
 
     for (const id of ['m_bad', 'm_other', 'm_nobody']) expect(stack.dispatcher.merchants.byId(id)).toBeUndefined();
-
-    // With MERCHANTS_FILE the settings are read-only.
-    const filePrefix = uniquePrefix('merchants-file');
-    const fileApi = await startTestApi(filePrefix, writeMerchantsFile([testMerchant('m_file', 'https://hooks.example.com/f')]));
-    try {
-      expect(code(await put(fileApi, 'm_file', valid))).toEqual([409, 'directory_read_only']);
-      expect((await get(fileApi, 'm_file')).status).toBe(200);
-      // Reads, as the merchant's own GET: its endpoints as the file has them, one at a time too.
-      const list = await call(fileApi, '/admin/merchants/m_file/endpoints', { method: 'GET', headers: stack.auth });
-      expect([list.status, data(list).endpoints.map((e: { id: string }) => e.id)]).toEqual([200, ['ep_m_file_main']]);
-      const one = await call(fileApi, '/admin/merchants/m_file/endpoints/ep_m_file_main', { method: 'GET', headers: stack.auth });
-      expect([one.status, data(one).url]).toEqual([200, 'https://hooks.example.com/f']);
-      expect(code(await call(fileApi, '/admin/merchants/m_file/endpoints/ep_m_file_none', { method: 'GET', headers: stack.auth }))).toEqual([404, 'endpoint_not_found']);
-      expect(code(await call(fileApi, '/admin/merchants/m_file/endpoints', { method: 'POST', headers: stack.auth, body: JSON.stringify({ url: 'https://hooks.example.com/g' }) }))).toEqual([409, 'directory_read_only']);
-    } finally {
-      await fileApi.stop();
-      const test = await TestBroker.open();
-      await test.deleteTopology(filePrefix);
-      await test.close();
-    }
   });
 
   it('documents every answer it gave in the OpenAPI file', () => {

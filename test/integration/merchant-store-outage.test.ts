@@ -86,9 +86,9 @@ describe('the merchants database stopped for 15 s under load', () => {
       console.warn('skipped: no PostgreSQL server binaries (PG_BIN_DIR) to run a private server that can be stopped');
       return;
     }
-    const env = { MERCHANTS_FILE: undefined, DATABASE_URL: server.url, SECRETS_KEY: TEST_SECRETS_KEY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
+    const env = { DATABASE_URL: server.url, SECRETS_KEY: TEST_SECRETS_KEY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
     const dispatcherEnv = { RETRY_SCHEDULE: '500ms,500ms,500ms', DISPATCH_CONCURRENCY: String(CONCURRENCY) };
-    api = await waitReady(await startTestApi(prefix, '', {}, env));
+    api = await waitReady(await startTestApi(prefix, [], {}, env));
     dispatcher = await startDatabaseDispatcher(prefix, server.url, dispatcherEnv, { merchantsPollMs: 1_000 });
     const auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
     const admin = (method: string, path: string, body?: unknown) => call(api, path, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });

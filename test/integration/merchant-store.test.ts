@@ -31,11 +31,11 @@ describe('merchants in PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('merchant_store');
-    env = { MERCHANTS_FILE: undefined, DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY, ALLOW_PRIVATE_TARGETS: 'true', WEBHOOKS_DEV: 'true' };
+    env = { DATABASE_URL: db.url, SECRETS_KEY: TEST_SECRETS_KEY, ALLOW_PRIVATE_TARGETS: 'true', WEBHOOKS_DEV: 'true' };
     // Four resends at once per merchant, refilled at one a minute: what both replicas together allow.
     const limits = { rateLimit: { perMinute: 1, burst: 4 } };
-    apiA = await waitReady(await startTestApi(prefix, '', limits, env));
-    apiB = await waitReady(await startTestApi(prefix, '', limits, env));
+    apiA = await waitReady(await startTestApi(prefix, [], limits, env));
+    apiB = await waitReady(await startTestApi(prefix, [], limits, env));
     dispatcher = await startDatabaseDispatcher(prefix, db.url);
     auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
   });

@@ -6,7 +6,8 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { call, startTestApi, token } from '../support/api.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -35,7 +36,6 @@ describe('Prometheus metrics', () => {
   const good = testMerchant('m_metrics_ok', 'http://placeholder');
   const bad = testMerchant('m_metrics_bad', 'http://placeholder');
   const held = testMerchant('m_metrics_held', 'http://placeholder');
-  let merchantsFile: string;
 
   beforeAll(async () => {
     ok = await Receiver.start();
@@ -44,16 +44,17 @@ describe('Prometheus metrics', () => {
     good.endpoints[0]!.url = ok.url;
     bad.endpoints[0]!.url = failing.url;
     held.endpoints[0]!.url = slow.url;
-    merchantsFile = writeMerchantsFile([good, bad, held]);
+    database = await createTestDatabase('metrics');
+    await seedMerchants(database.url, [good, bad, held]);
     const config = loadDispatcherConfig({
       RABBITMQ_URL: brokerUrl(),
       TOPOLOGY_PREFIX: prefix,
-      MERCHANTS_FILE: merchantsFile,
+      SECRETS_KEY: TEST_SECRETS_KEY,
       // The last step long: the fifth failure opens the circuit's row, and its wait is parked only
       // for what is left of the span, then attempted if the breaker has not heard of the row yet (a
       // loaded machine announced one 400 ms late).
       RETRY_SCHEDULE: '50ms,50ms,50ms,50ms,2s',
-      DATABASE_URL: (database = await createTestDatabase('metrics')).url,
+      DATABASE_URL: database.url,
       ALLOW_PRIVATE_TARGETS: 'true',
       METRICS_PORT: '0',
       FAILED_RETENTION: '1D', // as the test API declares it
@@ -150,7 +151,7 @@ describe('Prometheus metrics', () => {
   });
 
   it('counts resend answers by status on the API', async () => {
-    const api = await startTestApi(prefix, merchantsFile);
+    const api = await startTestApi(prefix, [], {}, { DATABASE_URL: database!.url });
     try {
       const headers = { 'x-auth-token': bad.publicKey, authorization: `Bearer ${await token(bad.id)}` };
       expect((await call(api, '/nucleus/tnx/webhook?reference=unknown', { headers })).status).toBe(404);
@@ -169,12 +170,13 @@ describe('the waits gauges while PostgreSQL falls silent (a partition: its conne
   it("answer every scrape within seconds, NaN, not once the connection is given up (20 s): Prometheus's scrape times out at 10 s", async () => {
     const prefix = uniquePrefix('metrics-silent');
     const database = await createTestDatabase('metrics_silent');
+    await seedMerchants(database.url, [testMerchant('m_metrics_silent', 'http://127.0.0.1:9/')]);
     const proxy = await FrozenProxy.start(database.url);
     const program = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
         TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_metrics_silent', 'http://127.0.0.1:9/')]),
+        SECRETS_KEY: TEST_SECRETS_KEY,
         RETRY_SCHEDULE: '1s',
         DATABASE_URL: proxy.url,
         ALLOW_PRIVATE_TARGETS: 'true',
@@ -211,13 +213,16 @@ describe('the waits gauges while PostgreSQL falls silent (a partition: its conne
 describe('the queue depths while RabbitMQ falls silent (its connection open, nothing answered)', () => {
   it("answer every scrape within seconds, without the depths, not once the heartbeat gives the connection up (30 s): Prometheus's scrape times out at 10 s", async () => {
     const prefix = uniquePrefix('metrics-broker-silent');
+    const database = await createTestDatabase('metrics_broker_silent');
+    await seedMerchants(database.url, [testMerchant('m_metrics_broker_silent', 'http://127.0.0.1:9/')]);
     const proxy = await FrozenProxy.start(brokerUrl());
     const program = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: proxy.url,
         TOPOLOGY_PREFIX: prefix,
-        MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_metrics_broker_silent', 'http://127.0.0.1:9/')]),
-        RETRY_SCHEDULE: '', // one attempt: no PostgreSQL
+        DATABASE_URL: database.url,
+        SECRETS_KEY: TEST_SECRETS_KEY,
+        RETRY_SCHEDULE: '',
         ALLOW_PRIVATE_TARGETS: 'true',
         METRICS_PORT: '0',
       }),
@@ -249,6 +254,7 @@ describe('the queue depths while RabbitMQ falls silent (its connection open, not
       proxy.cut();
       await program.stop();
       await proxy.close();
+      await database.drop();
       const test = await TestBroker.open();
       await test.deleteTopology(prefix);
       await test.close();

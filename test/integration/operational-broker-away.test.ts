@@ -20,7 +20,7 @@ describe('an endpoint write while RabbitMQ does not answer', () => {
   beforeAll(async () => {
     db = await createTestDatabase('opsaway');
     proxy = await FrozenProxy.start(brokerUrl());
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, RABBITMQ_URL: proxy.url }));
+    api = await waitReady(await startTestApi(prefix, [], {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, RABBITMQ_URL: proxy.url }));
   });
 
   afterAll(async () => {

@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
-import winston from 'winston';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
@@ -14,7 +12,7 @@ import type { IntakeEvent } from '../../apps/dispatcher/stages/intake.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, call, startTestApi, token, waitReady } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { testSecret } from '../support/harness.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { collect, DATABASE_DIRECTORY, dispatcherEnv, type Seen } from '../support/operational.js';
 import { Receiver } from '../support/receiver.js';
@@ -67,7 +65,7 @@ describe('operational events and auto-disable', () => {
     });
     opsReceiver = await Receiver.start(() => 204);
     db = await createTestDatabase('operational');
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
+    api = await waitReady(await startTestApi(prefix, [], {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
     test = await TestBroker.open();
     events = await collect(test, prefix);
     dispatcherA = await startOne();
@@ -354,7 +352,7 @@ describe('operational events of a dead endpoint under load', () => {
   beforeAll(async () => {
     dead = await Receiver.start(() => 404);
     db = await createTestDatabase('operational_noise');
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
+    api = await waitReady(await startTestApi(prefix, [], {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
     test = await TestBroker.open();
     events = await collect(test, prefix);
     dispatcher = await startDispatcher(dispatcherEnv(prefix, { ENDPOINT_DISABLE_AFTER: '0', OPERATIONAL_EVENT_INTERVAL: '1h', DISPATCH_CONCURRENCY: '64', DATABASE_URL: db.url }), silentLogger());
@@ -389,59 +387,5 @@ describe('operational events of a dead endpoint under load', () => {
     await waitFor('the folded events', () => events.length === 4, 5_000);
     const exhausted = events.filter((e) => e.type === 'message.attempt.exhausted');
     expect(exhausted.map((e) => e.data.suppressed)).toEqual([0, webhooks - 2]);
-  });
-});
-
-describe('operational events with MERCHANTS_FILE', () => {
-  const prefix = uniquePrefix('ops-file');
-  let test: TestBroker;
-  let dead: Receiver;
-  let dispatcher: DispatcherProgram;
-  let events: Seen[];
-  const lines: string[] = [];
-  // Waits are rows: the file's dispatcher still needs a database for its retries.
-  let db: TestDatabase;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('operational_file');
-    dead = await Receiver.start(() => 404);
-    test = await TestBroker.open();
-    const merchant = testMerchant('m_file_dead', `${dead.url}/file`);
-    const logger = winston.createLogger({
-      level: 'info',
-      transports: [new winston.transports.Stream({ stream: new Writable({ objectMode: true, write: (info: { message: string }, _e, done) => { lines.push(info.message); done(); } }) })],
-    });
-    dispatcher = await startDispatcher(
-      dispatcherEnv(prefix, { MERCHANTS_FILE: writeMerchantsFile([merchant]), DATABASE_URL: db.url, ENDPOINT_DISABLE_AFTER: '300ms', OPERATIONAL_EVENT_INTERVAL: '1h' }),
-      logger,
-    );
-    events = await collect(test, prefix);
-  });
-
-  afterAll(async () => {
-    await dispatcher?.stop();
-    await dead?.close();
-    await test?.deleteTopology(prefix);
-    await test?.channel.deleteQueue(`${prefix}.test-subscriber`).catch(() => {});
-    await test?.close();
-    await db?.drop();
-  });
-
-  it('says once at start-up that auto-disable is off, still publishes the events, and never disables', async () => {
-    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
-    const publisher = new EventPublisher(dispatcher.broker, prefix);
-    const started = Date.now();
-    let sent = 0;
-    // Failing for three times ENDPOINT_DISABLE_AFTER.
-    while (Date.now() - started < 1_000) {
-      await publisher.publish(sampleEvent('payout', 'm_file_dead'));
-      sent++;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    await waitFor('exhausted published', () => events.some((e) => e.type === 'message.attempt.exhausted'), 10_000);
-    await waitFor('every webhook failed', () => dispatcher.dispatcher.stats.failed >= sent, 10_000);
-    expect(events.map((e) => e.type)).not.toContain('endpoint.disabled');
-    expect(dispatcher.merchants.byId('m_file_dead')?.endpoints[0]?.enabled).toBe(true);
-    expect(lines.filter((line) => line.startsWith('auto-disable off'))).toHaveLength(1);
   });
 });

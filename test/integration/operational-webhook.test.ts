@@ -64,7 +64,7 @@ describe('operational webhooks delivered through the dispatch path', () => {
     });
     merchantServer = await Receiver.start(() => 204);
     db = await createTestDatabase('operational_webhook');
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
+    api = await waitReady(await startTestApi(prefix, [], {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url, DELIVERY_LOG: 'on' }));
     test = await TestBroker.open();
     // In the loop test the platform endpoint fails for longer than ENDPOINT_DISABLE_AFTER, and any event it raised would go out at once.
     dispatcher = await startWithPlatform(prefix, db, platform, secret, { DELIVERY_LOG: 'on', ENDPOINT_DISABLE_AFTER: '1s', OPERATIONAL_EVENT_INTERVAL: '1ms' });
@@ -210,7 +210,7 @@ describe('a down platform endpoint and the merchants', () => {
     platform = await Receiver.start((() => 'hang') as Behaviour);
     merchantServer = await Receiver.start(() => 204);
     db = await createTestDatabase('operational_webhook_down');
-    api = await waitReady(await startTestApi(prefix, '', {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
+    api = await waitReady(await startTestApi(prefix, [], {}, { ...DATABASE_DIRECTORY, DATABASE_URL: db.url }));
     test = await TestBroker.open();
     dispatcher = await startWithPlatform(prefix, db, platform, testSecret(), { DISPATCH_CONCURRENCY: '4', DELIVERY_TIMEOUT_MS: '4000' });
   });

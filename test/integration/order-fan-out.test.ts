@@ -1,7 +1,8 @@
 import type { Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { deleteTopologyOf, uniquePrefix } from '../support/broker.js';
-import { startHarness, testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { startHarness, testMerchant, testSecret } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { eventOf } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
@@ -56,7 +57,8 @@ it.concurrent('the same, through a dispatcher program (its intake keys checked f
   const upstream = await openUpstream(prefix, 'order-ix-program');
   const receiver = await Receiver.start(() => 204);
   const merchant = chargesFannedOut('m_ix_program', receiver.url);
-  const program = startProgram('dist/apps/dispatcher/main.js', dispatcherEnv(prefix, writeMerchantsFile([merchant]), { DATABASE_URL: database.url, RETRY_SCHEDULE: '300ms' }));
+  await seedMerchants(database.url, [merchant]);
+  const program = startProgram('dist/apps/dispatcher/main.js', dispatcherEnv(prefix, database.url, { RETRY_SCHEDULE: '300ms' }));
   const at = (endpoint: 'a' | 'b') => receiver.requests.filter((r) => r.path.endsWith(`/${endpoint}`));
   try {
     const publisher = new EventPublisher(upstream, prefix);

@@ -6,7 +6,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { attemptReceiver, eventOf, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
@@ -42,8 +43,8 @@ async function ordered(name: string, databaseUrl: string) {
     attempt === 1 && (JSON.parse(body).event === 'charge.completed' || createHash('sha256').update(id).digest()[0]! < 51) ? 409 : undefined);
   const merchant = testMerchant(`m_${name.replace(/-/g, '_')}`, receiver.url);
   merchant.endpoints[0]!.orderByReference = true;
-  const env = dispatcherEnv(prefix, writeMerchantsFile([merchant]), {
-    DATABASE_URL: databaseUrl,
+  await seedMerchants(databaseUrl, [merchant]);
+  const env = dispatcherEnv(prefix, databaseUrl, {
     RETRY_SCHEDULE: '1s,1s,1s,1s,1s,1s,1s,1s,1s,60s',
     WAIT_LEASE: '5s',
     DISPATCH_CONCURRENCY: '16',

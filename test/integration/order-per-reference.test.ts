@@ -7,7 +7,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { startHarness, testMerchant, testSecret, writeMerchantsFile } from '../support/harness.js';
+import { startHarness, testMerchant, testSecret } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { attemptReceiver, eventOf, headGivenAgain, sentOutOfOrder, timeline } from '../support/order.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
@@ -20,7 +21,7 @@ import { waitFor } from '../support/wait.js';
  * and only that reference waits. Each test was seen failing on a broken variant (see the report
  * of the change that added them).
  *
- * Side by side: each case with a harness of its own (prefix, database, receiver, merchants file), as
+ * Side by side: each case with a harness of its own (prefix, database, receiver, merchants), as
  * root-level cases named as their describe and case were (Jest runs only sibling concurrent cases
  * together). Not the fresh message's, which counts OrderStore's look-ups on its prototype (a
  * concurrent case's would count), nor the 1,000 references', which keeps two dispatcher processes busy.
@@ -359,8 +360,8 @@ describe('1,000 references × 5 events with random failures on two dispatchers, 
       attempt <= 2 && createHash('sha256').update(`${id}#${attempt}`).digest()[0]! < 51 ? 500 : undefined);
     const merchant = testMerchant('m_order_kill', receiver.url);
     merchant.endpoints[0]!.orderByReference = true;
-    const file = writeMerchantsFile([merchant]);
-    const env = dispatcherEnv(prefix, file, { DATABASE_URL: database.url, RETRY_SCHEDULE: '200ms,200ms,200ms', WAIT_LEASE: '5s', DISPATCH_CONCURRENCY: '32' });
+    await seedMerchants(database.url, [merchant]);
+    const env = dispatcherEnv(prefix, database.url, { RETRY_SCHEDULE: '200ms,200ms,200ms', WAIT_LEASE: '5s', DISPATCH_CONCURRENCY: '32' });
     const first = startProgram('dist/apps/dispatcher/main.js', env);
     const second = startProgram('dist/apps/dispatcher/main.js', env);
     // What a wait that timed out saw: how far delivery got, where the rest were, what the dispatchers said.

@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { OrderGate } from '../../libs/ordering/index.js';
 import { type Harness, startHarness, testMerchant } from '../support/harness.js';
@@ -127,8 +126,7 @@ it.concurrent('a head in flight on a slow endpoint when its endpoint turns order
     await receiver.waitForRequests(1, 10_000);
     await harness.publisher.publish(eventOf('refund.completed', merchant.id, 'TX-SLOW'), { messageId: 'evt_slow_2' });
     await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, orderByReference: false }] }] }));
-    expect(harness.merchants.reload()).toBe(true);
+    await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, orderByReference: false }] }]);
     await waitFor('the refund delivered', () => receiver.requests.length === 2, 20_000);
     expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual(['evt_slow_1', 'evt_slow_2']);
     expect(answeredAt).toBeGreaterThan(0);

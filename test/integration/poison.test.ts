@@ -2,7 +2,9 @@ import { parkedOf } from '../../apps/cli/invalid.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { DISPATCH_DELIVERY_LIMIT, declareIntake, topologyNames } from '../../libs/topology/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 
@@ -10,6 +12,7 @@ const DISPATCHER = 'dist/apps/dispatcher/main.js';
 
 describe('a message that keeps killing the dispatcher', () => {
   const prefix = uniquePrefix('poison');
+  const own = useTestDatabase('poison');
   let test: TestBroker;
 
   beforeAll(async () => {
@@ -25,7 +28,7 @@ describe('a message that keeps killing the dispatcher', () => {
     // The merchant never answers, so every dispatcher dies holding the message, as in a crash loop.
     const receiver = await Receiver.start(() => 'hang');
     const merchant = testMerchant('m_poison', receiver.url);
-    const file = writeMerchantsFile([merchant]);
+    await seedMerchants(own.db.url, [merchant]);
     const names = topologyNames(prefix);
     try {
       const ch = await test.connection.createConfirmChannel();
@@ -40,7 +43,8 @@ describe('a message that keeps killing the dispatcher', () => {
         const program = startProgram(DISPATCHER, {
           RABBITMQ_URL: brokerUrl(),
           TOPOLOGY_PREFIX: prefix,
-          MERCHANTS_FILE: file,
+          DATABASE_URL: own.db.url,
+          SECRETS_KEY: TEST_SECRETS_KEY,
           RETRY_SCHEDULE: '',
           ALLOW_PRIVATE_TARGETS: 'true',
           METRICS_PORT: '0',

@@ -34,7 +34,7 @@ describe('the portal outside development mode: links, cookies and per-address li
     // A burst of 30 refilled at 1 a minute: the 31st of a minute is refused however slow the machine.
     const replica = async () =>
       waitReady(
-        await startTestApi(stack.prefix, '', { portalAddressLimit: { perMinute: 1, burst: 30 }, wrapLogQueries: counting }, { ...stack.env, WEBHOOKS_DEV: undefined, TRUST_PROXY: 'loopback' }),
+        await startTestApi(stack.prefix, [], { portalAddressLimit: { perMinute: 1, burst: 30 }, wrapLogQueries: counting }, { ...stack.env, WEBHOOKS_DEV: undefined, TRUST_PROXY: 'loopback' }),
       );
     apiA = await replica();
     apiB = await replica();

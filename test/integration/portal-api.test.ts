@@ -72,7 +72,7 @@ describe('the merchant portal API', () => {
     const cookie = first.headers.get('set-cookie')!;
     // A session cookie (no Max-Age): it ends with the browser, and sooner on the server.
     expect(cookie).toMatch(/^webhooks_portal=[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{43}; Path=\/portal; HttpOnly; SameSite=Strict$/);
-    expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [], settingsWritable: true });
+    expect((first.body as { data: unknown }).data).toMatchObject({ merchantId: 'm_a', permissions: [] });
     // The session itself works on either replica.
     const session = { cookie: cookie.split(';')[0]!, csrf: '' };
     expect((await get(session, '/portal/api/session', apiA)).status).toBe(200);
@@ -357,8 +357,8 @@ describe('the merchant portal API', () => {
     const resend = (api: ApiProgram) => call(api, '/nucleus/webhooks/wh_none/resend', { headers: auth });
     // Two replicas that allow 3 resends at once, refilled at 1 a minute.
     const small = { rateLimit: { perMinute: 1, burst: 3 } };
-    const one = await waitReady(await startTestApi(stack.prefix, '', small, stack.env));
-    const two = await waitReady(await startTestApi(stack.prefix, '', small, stack.env)).catch(async (err) => {
+    const one = await waitReady(await startTestApi(stack.prefix, [], small, stack.env));
+    const two = await waitReady(await startTestApi(stack.prefix, [], small, stack.env)).catch(async (err) => {
       await one.stop();
       throw err;
     });
@@ -451,7 +451,7 @@ describe('the merchant portal API', () => {
   });
 
   it('is never served on ADMIN_PORT, and the links minted there point at the public port', async () => {
-    const split = await startTestApi(stack.prefix, '', {}, { ...stack.env, ADMIN_PORT: '0' });
+    const split = await startTestApi(stack.prefix, [], {}, { ...stack.env, ADMIN_PORT: '0' });
     try {
       const onAdmin = await fetch(`http://127.0.0.1:${split.adminPort}/portal/`);
       expect(onAdmin.status).toBe(404);
@@ -543,7 +543,7 @@ describe('the merchant portal API', () => {
     const b = await open('m_a');
     const unused = await stack.link('m_a');
     const rotated = await waitReady(
-      await startTestApi(stack.prefix, '', {}, { ...stack.env, SECRETS_KEY: Buffer.alloc(32, 9).toString('base64'), SECRETS_KEY_PREVIOUS: stack.env.SECRETS_KEY }),
+      await startTestApi(stack.prefix, [], {}, { ...stack.env, SECRETS_KEY: Buffer.alloc(32, 9).toString('base64'), SECRETS_KEY_PREVIOUS: stack.env.SECRETS_KEY }),
     );
     try {
       expect((await get(b, '/portal/api/session', rotated)).status).toBe(200);

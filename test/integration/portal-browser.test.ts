@@ -238,7 +238,7 @@ describe('the merchant portal in a browser', () => {
 
   it('keeps the Secure cookie of an API outside development mode on http://127.0.0.1 (a secure context), and sends it back', async () => {
     // As deployed, not in development mode: PORTAL_PUBLIC_URL is http://127.0.0.1:<its port>.
-    const deployed = await startTestApi(fixture.stack.prefix, '', {}, { ...fixture.stack.env, WEBHOOKS_DEV: undefined });
+    const deployed = await startTestApi(fixture.stack.prefix, [], {}, { ...fixture.stack.env, WEBHOOKS_DEV: undefined });
     try {
       const url = await fixture.stack.link('m_p', undefined, deployed);
       expect(url.startsWith(`http://127.0.0.1:${deployed.port}/portal/#token=`)).toBe(true);

@@ -22,7 +22,7 @@ describe('dispatch deleted under a running API', () => {
     const harness = await startHarness({ name: 'dispatch-gone', merchants: [merchant], retryDelaysMs: [] });
     // No dispatcher: none to notice the deletion and declare dispatch again.
     await harness.dispatcher.stop();
-    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const api = await startTestApi(harness.prefix);
     try {
       const message = sampleEvent('payout', merchant.id);
       const reference = String(message.data.reference);

@@ -23,7 +23,7 @@ describe('a resend that loses PostgreSQL after its claim', () => {
 
   beforeAll(async () => {
     harness = await startHarness({ name: 'resend-mark-retry', merchants: [merchant], paused: true });
-    api = await startTestApi(harness.prefix, harness.merchantsFile);
+    api = await startTestApi(harness.prefix);
   });
 
   afterAll(async () => {

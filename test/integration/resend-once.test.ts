@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import type { ApiProgram } from '../../apps/api/program.js';
 import type { BrokerConnection } from '../../libs/broker/index.js';
 import { BrokerUnavailableError, BrokerUnroutableError } from '../../libs/broker/index.js';
@@ -8,7 +7,7 @@ import { INDEX_FROM_LOG, ResendService } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { call, expectDocumented, seen, startTestApi, token, unresolved } from '../support/api.js';
-import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
 
@@ -26,8 +25,8 @@ describe('one resend, one delivery', () => {
     receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
     merchant = testMerchant('m_once', receiver.url);
     harness = await startHarness({ name: 'resendonce', merchants: [merchant], retryDelaysMs: [] });
-    one = await startTestApi(harness.prefix, harness.merchantsFile);
-    two = await startTestApi(harness.prefix, harness.merchantsFile);
+    one = await startTestApi(harness.prefix);
+    two = await startTestApi(harness.prefix);
   });
 
   afterAll(async () => {
@@ -270,9 +269,9 @@ describe('one resend, one delivery', () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';
     const disabled = { ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] };
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [disabled] }));
+    await harness.setMerchants([disabled]);
     try {
-      // The API polls the file: a reference with nothing failed answers 404 until it sees the change.
+      // The API hears the change (NOTIFY): a reference with nothing failed answers 404 until it does.
       await waitFor('replica sees the webhook disabled', async () => {
         return (await call(one, `${RESEND}?reference=nothing-failed`, { headers: await headers() })).status === 409;
       }, 10_000, 200);
@@ -284,7 +283,7 @@ describe('one resend, one delivery', () => {
       });
       expect(await unresolved(one, merchant.id, reference)).toBe(1);
     } finally {
-      writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [merchant] }));
+      await harness.setMerchants([merchant]);
     }
     await waitFor('replica sees the webhook enabled', async () => {
       return (await call(one, `${RESEND}?reference=nothing-failed`, { headers: await headers() })).status === 404;
@@ -297,9 +296,10 @@ describe('one resend, one delivery', () => {
   it('answers 409 event_not_subscribed for an event the webhook no longer receives, keeps the entry, and sends nothing', async () => {
     const { messageId, reference } = await failed('payout');
     mode = 'ok';
-    // A replica that reads the merchant's new settings: its webhook now receives charges only.
+    // A replica started on the merchant's new settings: its webhook now receives charges only.
     const filtered = { ...merchant, endpoints: [{ ...merchant.endpoints[0]!, events: ['charge.completed' as const] }] };
-    const three = await startTestApi(harness.prefix, writeMerchantsFile([filtered]));
+    await harness.setMerchants([filtered]);
+    const three = await startTestApi(harness.prefix);
     try {
       const answer = await call(three, `${RESEND}?reference=${reference}`, { headers: await headers() });
       expect(answer.status).toBe(409);
@@ -314,8 +314,10 @@ describe('one resend, one delivery', () => {
       expect(await harness.test.messageCount(harness.names.dispatch)).toBe(0);
     } finally {
       await three.stop();
+      await harness.setMerchants([merchant]);
     }
-    expect((await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status).toBe(200);
+    // Refused (409, nothing sent) until the replica hears that the webhook receives payouts again.
+    await waitFor('resent once the replica hears the events back', async () => (await call(one, `${RESEND}?reference=${reference}`, { headers: await headers() })).status === 200, 10_000, 200);
     expect(await deliveriesOf(messageId)).toBe(2);
   });
 

@@ -40,8 +40,8 @@ maybe('a resend whose outcome is not known delivers once', () => {
     await harness.dispatcher.stop();
     // The confirm's deadline a second, not the program's 5 s: what the blocked copy's resend answers is
     // under test, not how long it waited, and this file runs alone (each of its seconds is one of CI's).
-    one = await startTestApi(harness.prefix, harness.merchantsFile, { resendConfirmDeadlineMs: 1_000 });
-    two = await startTestApi(harness.prefix, harness.merchantsFile, { resendConfirmDeadlineMs: 1_000 });
+    one = await startTestApi(harness.prefix, [], { resendConfirmDeadlineMs: 1_000 });
+    two = await startTestApi(harness.prefix, [], { resendConfirmDeadlineMs: 1_000 });
   });
 
   afterAll(async () => {

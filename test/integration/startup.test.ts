@@ -3,12 +3,12 @@
 // 7.7 s on CI's loaded cores, and over 10 s once, so the file runs beside the others and waits up
 // to 30 s for a program to get where a case starts.
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, brokerUrl, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { finishedWithin, runProgram, startProgram } from '../support/process.js';
@@ -22,14 +22,13 @@ const API = 'dist/apps/api/main.js';
 describe('dispatcher start-up and shutdown', () => {
   const prefix = uniquePrefix('startup');
   let test: TestBroker;
-  let merchantsFile: string;
   /** The API keeps failed webhooks in PostgreSQL: required outside development mode. */
   let db: TestDatabase;
 
   beforeAll(async () => {
     test = await TestBroker.open();
     db = await createTestDatabase('startup');
-    merchantsFile = writeMerchantsFile([testMerchant('m_1', 'http://127.0.0.1:9/hooks')]);
+    await seedMerchants(db.url, [testMerchant('m_1', 'http://127.0.0.1:9/hooks')]);
   });
 
   afterAll(async () => {
@@ -41,9 +40,8 @@ describe('dispatcher start-up and shutdown', () => {
   const env = (extra: Record<string, string> = {}) => ({
     RABBITMQ_URL: brokerUrl(),
     TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: merchantsFile,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     RETRY_SCHEDULE: '1s,2s',
-    // Waits are rows: a dispatcher with a retry schedule needs its database.
     DATABASE_URL: db.url,
     METRICS_PORT: '0',
     LOG_LEVEL: 'error',
@@ -57,22 +55,6 @@ describe('dispatcher start-up and shutdown', () => {
     const result = await runProgram(DISPATCHER, env({ RETRY_SCHEDULE: '5s,later' }));
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('Invalid configuration: RETRY_SCHEDULE: "later" is not a duration');
-  });
-
-  it('refuses a missing merchants file, naming MERCHANTS_FILE', async () => {
-    const result = await runProgram(DISPATCHER, env({ MERCHANTS_FILE: '/nonexistent/merchants.json' }));
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain('MERCHANTS_FILE /nonexistent/merchants.json: cannot be read (ENOENT)');
-  });
-
-  it('refuses an invalid merchants file with the field at fault and without echoing secrets', async () => {
-    const secret = 'not-a-whsec-secret-value';
-    const file = writeMerchantsFile([]);
-    writeFileSync(file, JSON.stringify({ merchants: [{ id: 'm', publicKey: 'pk_test_12345678', endpoints: [{ id: 'ep_x_main', url: 'https://x.example', enabled: true, secret }] }] }));
-    const result = await runProgram(DISPATCHER, env({ MERCHANTS_FILE: file }));
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain('merchants.0.endpoints.0.secret: webhook.secret must be whsec_ followed by base64');
-    expect(result.stderr + result.stdout).not.toContain(secret);
   });
 
   it('refuses to start when the failed stream exists with another retention, saying what to do', async () => {
@@ -254,16 +236,16 @@ describe('dispatcher start-up and shutdown', () => {
   it('stops on a promise rejection nothing handles as on SIGTERM: one line naming it, the delivery in flight finished and acked, exit 1', async () => {
     const receiver = await Receiver.start(() => 'hang');
     const own = uniquePrefix('startup-rejection');
+    await seedMerchants(db.url, [testMerchant('m_rejection', receiver.url)]);
     const program = startProgram(DISPATCHER, env({
       TOPOLOGY_PREFIX: own,
-      MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_1', receiver.url)]),
       ALLOW_PRIVATE_TARGETS: 'true',
       LOG_LEVEL: 'info',
       NODE_OPTIONS: `--import=${resolve('test/support/reject-on-sigusr2.mjs')}`,
     }));
     try {
       await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000);
-      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_1'))), { persistent: true, contentType: 'application/json', messageId: 'evt_rejection_1' });
+      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_rejection'))), { persistent: true, contentType: 'application/json', messageId: 'evt_rejection_1' });
       await waitFor('the delivery in flight', () => receiver.held === 1, 10_000);
       program.child.kill('SIGUSR2');
       const line = await waitFor('the rejection logged', () => {
@@ -291,14 +273,15 @@ describe('dispatcher start-up and shutdown', () => {
     const receiver = await Receiver.start(() => 'hang');
     const own = uniquePrefix('startup-draining');
     const metricsPort = await freePort();
-    const program = startProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: own, MERCHANTS_FILE: writeMerchantsFile([testMerchant('m_1', receiver.url)]), ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: String(metricsPort), LOG_LEVEL: 'info' }));
+    await seedMerchants(db.url, [testMerchant('m_draining', receiver.url)]);
+    const program = startProgram(DISPATCHER, env({ TOPOLOGY_PREFIX: own, ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: String(metricsPort), LOG_LEVEL: 'info' }));
     const get = async (path: string) => {
       const response = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
       return { status: response.status, body: await response.json() };
     };
     try {
       await waitFor('dispatcher consuming', () => program.output.stdout.includes('dispatcher consuming'), 30_000);
-      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_1'))), { persistent: true, contentType: 'application/json', messageId: 'evt_draining_1' });
+      await test.publishRaw(`${own}.dispatch`, Buffer.from(JSON.stringify(sampleEvent('payout', 'm_draining'))), { persistent: true, contentType: 'application/json', messageId: 'evt_draining_1' });
       await waitFor('the delivery in flight', () => receiver.held === 1, 10_000);
       expect(await get('/readyz')).toEqual({ status: 200, body: { status: 'ready' } });
       program.child.kill('SIGTERM');

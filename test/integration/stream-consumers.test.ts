@@ -38,7 +38,7 @@ async function consumersOn(queue: string): Promise<number> {
         references.push(String(message.data.reference));
         await harness.publisher.publish(message);
       }
-      const api = await startTestApi(harness.prefix, harness.merchantsFile);
+      const api = await startTestApi(harness.prefix);
       try {
         await waitFor('100 failures indexed', async () => (await Promise.all(references.map((r) => unresolved(api, merchant.id, r)))).every((n) => n === 1), 30_000);
         const baseline = await consumersOn(failed);

@@ -33,7 +33,7 @@ describe('a deleted stream is declared again and read from its start, without a 
     const receiver = await Receiver.start(() => (mode === 'fail' ? 500 : 200));
     const merchant = testMerchant('m_deleted_failed', receiver.url);
     const harness = await startHarness({ name: 'deleted-failed', merchants: [merchant], retryDelaysMs: [] });
-    const api = await startTestApi(harness.prefix, harness.merchantsFile);
+    const api = await startTestApi(harness.prefix);
     try {
       const first = sampleEvent('payout', merchant.id);
       const oldReference = String(first.data.reference);

@@ -8,8 +8,10 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { OtlpReceiver } from '../support/otlp-receiver.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { dispatcherEnv } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
 import { waitFor } from '../support/wait.js';
@@ -27,7 +29,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
   let test: TestBroker;
   let receiver: Receiver;
   let otlp: OtlpReceiver;
-  let merchantsFile: string;
+  const own = useTestDatabase('tracing_programs');
   let broker: BrokerConnection;
   let publisher: EventPublisher;
   let child: ChildProcess | undefined;
@@ -36,7 +38,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
     test = await TestBroker.open();
     receiver = await Receiver.start(() => 200);
     otlp = await OtlpReceiver.start();
-    merchantsFile = writeMerchantsFile([testMerchant('m_prog', receiver.url)]);
+    await seedMerchants(own.db.url, [testMerchant('m_prog', receiver.url)]);
     broker = new BrokerConnection({ url: brokerUrl(), name: 'test-tracing-programs', logger: silentLogger() });
     await broker.open(10_000);
     publisher = new EventPublisher(broker, prefix);
@@ -56,7 +58,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
     const modulesDir = mkdtempSync(join(tmpdir(), 'modules-'));
     const modulesFile = join(modulesDir, 'loaded.txt');
     child = spawn(process.execPath, ['--import', `./${PRELOAD}`, DISPATCHER], {
-      env: { PATH: process.env.PATH ?? '', ...dispatcherEnv(prefix, merchantsFile, { LOADED_MODULES_FILE: modulesFile, ...otel }) },
+      env: { PATH: process.env.PATH ?? '', ...dispatcherEnv(prefix, own.db.url, { LOADED_MODULES_FILE: modulesFile, ...otel }) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -145,7 +147,7 @@ describe('the dispatcher program with and without OTEL variables', () => {
 
   it('refuses an unsupported protocol at start-up, naming the variable', async () => {
     const program = spawn(process.execPath, [DISPATCHER], {
-      env: { PATH: process.env.PATH ?? '', MERCHANTS_FILE: merchantsFile, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: own.db.url, SECRETS_KEY: TEST_SECRETS_KEY, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';

@@ -4,7 +4,9 @@ import { BrokerConnection } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { KIND, OtlpReceiver } from '../support/otlp-receiver.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
@@ -28,17 +30,18 @@ describe('two dispatcher replicas tracing at once, one killed mid-delivery', () 
   /** While set, the merchant answers only after this long: attempts are in flight when a replica is killed. */
   let answerAfterMs = 0;
   const replicas: Array<ReturnType<typeof startProgram>> = [];
+  const own = useTestDatabase('tracing_replicas');
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => ({ status: 204, delayMs: answerAfterMs }));
     otlp = await OtlpReceiver.start();
     broker = new BrokerConnection({ url: brokerUrl(), name: 'test-tracing-replicas', logger: silentLogger() });
     await broker.open(10_000);
-    const merchantsFile = writeMerchantsFile([testMerchant('m_replicas', receiver.url)]);
+    await seedMerchants(own.db.url, [testMerchant('m_replicas', receiver.url)]);
     for (const instance of ['a', 'b']) {
       const replica = startProgram(
         DISPATCHER,
-        dispatcherEnv(prefix, merchantsFile, {
+        dispatcherEnv(prefix, own.db.url, {
           OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
           OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
           OTEL_SERVICE_NAME: 'webhook-dispatcher',

@@ -220,7 +220,7 @@ describe.each(['http/json', 'http/protobuf'] as const)('tracing over %s', (proto
       receiver = await Receiver.start(() => (up ? 200 : 503));
       merchant = testMerchant('m_resend_trace', receiver.url);
       harness = await startHarness({ name: 'tracingresend', merchants: [merchant] });
-      api = await startTestApi(harness.prefix, harness.merchantsFile);
+      api = await startTestApi(harness.prefix);
     });
 
     afterAll(async () => {

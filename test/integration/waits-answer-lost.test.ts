@@ -4,7 +4,8 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { uniquePrefix } from '../support/broker.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { localCtl } from '../support/rabbitmqctl.js';
@@ -61,8 +62,8 @@ describe('a batch of wait writes committed whose answer is lost', () => {
       return;
     }
     const merchant = testMerchant('m_answer_lost', `${receiver.url}/m_answer_lost`);
-    const env = (databaseUrl: string) => dispatcherEnv(prefix, writeMerchantsFile([merchant]), {
-      DATABASE_URL: databaseUrl,
+    await seedMerchants(server.url, [merchant]);
+    const env = (databaseUrl: string) => dispatcherEnv(prefix, databaseUrl, {
       RETRY_SCHEDULE: '500ms,500ms,500ms',
       DISPATCH_CONCURRENCY: String(HELD / 2),
     });

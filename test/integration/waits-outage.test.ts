@@ -6,7 +6,8 @@ import type { BrokerConnection } from '../../libs/broker/index.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { type ReceivedRequest, Receiver } from '../support/receiver.js';
@@ -66,8 +67,8 @@ describe('PostgreSQL stopped for 25 s under two dispatchers, one killed meanwhil
     }
     const ids = ['m_outage_one', 'm_outage_two'];
     const merchants = ids.map((id) => testMerchant(id, `${receiver.url}/${id}`));
-    const env = dispatcherEnv(prefix, writeMerchantsFile(merchants), {
-      DATABASE_URL: server.url,
+    await seedMerchants(server.url, merchants);
+    const env = dispatcherEnv(prefix, server.url, {
       RETRY_SCHEDULE: '500ms,500ms,500ms',
       DISPATCH_CONCURRENCY: String(CONCURRENCY),
     });

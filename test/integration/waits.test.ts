@@ -1,6 +1,5 @@
 import { once } from 'node:events';
 import pg from 'pg';
-import { writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
 import { copyHeaders, HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import type { DeliveryRecorder } from '../../libs/delivery-log/index.js';
@@ -9,7 +8,8 @@ import { silentLogger } from '../../libs/logger/index.js';
 import { WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
-import { type Harness, startHarness, testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { type Harness, startHarness, testMerchant } from '../support/harness.js';
+import { seedMerchants, TEST_SECRETS_KEY } from '../support/merchant-rows.js';
 import { eventOf } from '../support/order.js';
 import { brokerUrl, deleteTopologyOf, uniquePrefix } from '../support/broker.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
@@ -41,8 +41,7 @@ it.concurrent('a wait made by a deferral, behind a dispatch backlog, then a disa
       [],
     );
     await waitFor('two hand-backs of the one row in dispatch', async () => (await harness.test.messageCount(harness.names.dispatch)) >= 2, 15_000);
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }] }));
-    expect(harness.merchants.reload()).toBe(true);
+    await harness.setMerchants([{ ...merchant, endpoints: [{ ...merchant.endpoints[0]!, enabled: false }] }]);
     await harness.startDispatcher();
 
     const [entry] = await harness.test.readStream(harness.names.failed, 1, 15_000);
@@ -134,7 +133,7 @@ it.concurrent('a retry that fails for good on a dispatcher killed before its fai
     // Killed there: the broker gives its unacked hand-back to the dispatcher that is left.
     await harness.broker.close();
     survivor = await startDispatcher(loadDispatcherConfig({
-      RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url, MERCHANTS_FILE: harness.merchantsFile, RETRY_SCHEDULE: '200ms',
+      RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix, DATABASE_URL: harness.database.url, SECRETS_KEY: TEST_SECRETS_KEY, RETRY_SCHEDULE: '200ms',
       FAILED_RETENTION: '1D', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0', DELIVERY_LOG: 'off',
     }), silentLogger());
     await waitFor('the hand-back settled by the survivor', async () => survivor!.dispatcher.stats.superseded + survivor!.dispatcher.stats.failed >= 1 && (await harness.test.messageCount(harness.names.dispatch)) === 0, 15_000);
@@ -339,8 +338,9 @@ it.concurrent('a dispatcher restarted with a single attempt (RETRY_SCHEDULE empt
       const content = Buffer.from(JSON.stringify(sampleEvent('payout', merchant.id)));
       await new WaitStore(db).write([{ ...retryWait('evt_emptied', 1_000), merchantId: merchant.id, endpointId: merchant.endpoints[0]!.id, content,
         headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: 'evt_emptied', [HEADERS.endpointId]: merchant.endpoints[0]!.id, [HEADERS.firstSeenAt]: new Date().toISOString() } }], []);
+      await seedMerchants(db, [merchant]);
       program = await startDispatcher(loadDispatcherConfig({
-        RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, MERCHANTS_FILE: writeMerchantsFile([merchant]), RETRY_SCHEDULE: '',
+        RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: database.url, SECRETS_KEY: TEST_SECRETS_KEY, RETRY_SCHEDULE: '',
         FAILED_RETENTION: '1D', ALLOW_PRIVATE_TARGETS: 'true', METRICS_PORT: '0', DELIVERY_LOG: 'off',
       }), silentLogger());
       await waitFor('the wait delivered', () => receiver.requests.find((r) => r.headers['webhook-id'] === 'evt_emptied'), 15_000);

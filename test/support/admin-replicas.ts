@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { Receiver } from './receiver.js';
 
 /** Merchants in PostgreSQL, not a file, sealed with the tests' key. */
-export const DATABASE_DIRECTORY: Record<string, string | undefined> = { MERCHANTS_FILE: undefined, SECRETS_KEY: TEST_SECRETS_KEY };
+export const DATABASE_DIRECTORY: Record<string, string | undefined> = { SECRETS_KEY: TEST_SECRETS_KEY };
 /** Development mode with private targets allowed: merchants can point at the local receiver. */
 export const DEV_REPLICA: Record<string, string | undefined> = { ...DATABASE_DIRECTORY, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true' };
 
@@ -47,8 +47,8 @@ export function adminReplicas(name: string, envA: Record<string, string | undefi
   beforeAll(async () => {
     const db = (started.db = await createTestDatabase(name.replace(/-/g, '_')));
     started.receiver = await Receiver.start(() => 204);
-    started.apiA = await waitReady(await startTestApi(prefix, '', {}, { ...envA, DATABASE_URL: db.url }));
-    started.apiB = await waitReady(await startTestApi(prefix, '', {}, { ...envB, DATABASE_URL: db.url }));
+    started.apiA = await waitReady(await startTestApi(prefix, [], {}, { ...envA, DATABASE_URL: db.url }));
+    started.apiB = await waitReady(await startTestApi(prefix, [], {}, { ...envB, DATABASE_URL: db.url }));
     started.dispatcher = await startDatabaseDispatcher(prefix, db.url);
     started.publisher = new EventPublisher(started.dispatcher.broker, prefix);
     started.auth = { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' };
@@ -82,7 +82,7 @@ export function adminReplicas(name: string, envA: Record<string, string | undefi
     get envA() { return { ...envA, DATABASE_URL: get('db').url }; },
     async restartB() {
       await get('apiB').stop();
-      started.apiB = await waitReady(await startTestApi(prefix, '', {}, { ...envB, DATABASE_URL: get('db').url }));
+      started.apiB = await waitReady(await startTestApi(prefix, [], {}, { ...envB, DATABASE_URL: get('db').url }));
       return started.apiB;
     },
     send(api, method, path, body, headers = {}) {

@@ -5,6 +5,8 @@ import { loadApiConfig } from '../../apps/api/config.js';
 import { type ApiOptions, type ApiProgram, startApi } from '../../apps/api/program.js';
 import { HEADERS } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import type { Merchant } from '../../libs/merchants/index.js';
+import { seedMerchants, TEST_SECRETS_KEY } from './merchant-rows.js';
 import { brokerUrl } from './broker.js';
 import { createTestDatabase, databaseOf, type TestDatabase } from './postgres.js';
 import { freePort } from './receiver.js';
@@ -12,9 +14,13 @@ import { waitFor } from './wait.js';
 
 export const JWT_SECRET = 'test-jwt-secret-that-is-long-enough-0123456789';
 
+/**
+ * An API on `prefix`, merchants in its database (the harness's for this prefix, else one of its
+ * own, or env's DATABASE_URL), `merchants` written there first (seedMerchants; none: what it holds).
+ */
 export async function startTestApi(
   prefix: string,
-  merchantsFile: string,
+  merchants: Merchant[] = [],
   options: ApiOptions = {},
   env: Record<string, string | undefined> = {},
 ): Promise<ApiProgram> {
@@ -40,7 +46,7 @@ export async function startTestApi(
     TOPOLOGY_PREFIX: prefix,
     PORT: port,
     ...portal,
-    MERCHANTS_FILE: merchantsFile,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
     AUTH_JWT_SECRET: JWT_SECRET,
@@ -50,6 +56,7 @@ export async function startTestApi(
   });
   let api: ApiProgram;
   try {
+    if (merchants.length > 0) await seedMerchants(databaseUrl!, merchants);
     // Tests make many sessions from 127.0.0.1: the per-address limit is tested where a test asks for it.
     api = await startApi(config, silentLogger(), {
       rateLimit: { perMinute: 6_000, burst: 1_000 },

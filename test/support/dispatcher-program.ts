@@ -2,9 +2,9 @@ import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherOptions, type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { brokerUrl } from './broker.js';
+import { TEST_SECRETS_KEY } from './merchant-rows.js';
 
-/** 32 bytes, base64: the tests' SECRETS_KEY. */
-export const TEST_SECRETS_KEY = Buffer.from('test-secrets-key-32-bytes-long!!').toString('base64');
+export { TEST_SECRETS_KEY };
 
 /** The dispatcher program as deployed, merchants in the database at `databaseUrl`: one attempt, loopback merchants allowed. */
 export function startDatabaseDispatcher(prefix: string, databaseUrl: string, env: Record<string, string> = {}, options: DispatcherOptions = {}): Promise<DispatcherProgram> {

@@ -1,14 +1,11 @@
 import { DeliveryRecorder } from '../../libs/delivery-log/index.js';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CircuitRows } from '../../apps/dispatcher/circuit-rows.js';
 import { Dispatcher, type DispatcherSettings } from '../../apps/dispatcher/dispatcher.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { createUndiciClient } from '../../libs/http/index.js';
 import { type Logger, silentLogger } from '../../libs/logger/index.js';
-import { FileMerchantDirectory, type Merchant } from '../../libs/merchants/index.js';
+import { type Merchant, PgMerchantDirectory, SecretBox } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { WaitScheduler, WaitStore, WaitWriter } from '../../libs/waits/index.js';
 import { OrderGate, orderingLines, OrderStore, OrderUpkeep } from '../../libs/ordering/index.js';
@@ -18,6 +15,7 @@ import { TestBroker, brokerUrl, uniquePrefix } from './broker.js';
 import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { FailedStore } from '../../libs/failed/index.js';
 import { createTestDatabase, forgetDatabase, registerDatabase, type TestDatabase } from './postgres.js';
+import { seedMerchants, TEST_SECRETS_KEY } from './merchant-rows.js';
 
 export function testSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
@@ -33,12 +31,6 @@ export function testMerchant(id: string, url: string, overrides: Partial<Merchan
   };
 }
 
-export function writeMerchantsFile(merchants: Merchant[]): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'merchants-')), 'merchants.json');
-  writeFileSync(path, JSON.stringify({ merchants }));
-  return path;
-}
-
 /** A dispatcher's breakers following the circuits' rows, as the program wires them (started; stop() it). */
 export function circuitRows(db: Database, store: WaitStore, dispatcher: Dispatcher, logger: Logger = silentLogger()): CircuitRows {
   const rows = new CircuitRows(db, store, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
@@ -48,9 +40,10 @@ export function circuitRows(db: Database, store: WaitStore, dispatcher: Dispatch
 
 export interface Harness {
   prefix: string;
-  merchantsFile: string;
-  /** Reload it after rewriting merchantsFile to change settings mid-test. */
-  merchants: FileMerchantDirectory;
+  /** The dispatcher's directory, on the test's database. */
+  merchants: PgMerchantDirectory;
+  /** Writes these merchants' rows (seedMerchants) and has the directory read them: settings changed mid-test. */
+  setMerchants(merchants: Merchant[]): Promise<void>;
   names: TopologyNames;
   dispatcher: Dispatcher;
   broker: BrokerConnection;
@@ -98,8 +91,6 @@ export async function startHarness(options: {
     declare: (openChannel) => declareTopology(openChannel, { prefix, failedRetention: '1D' }),
   });
   await broker.open(10_000);
-  const merchantsFile = writeMerchantsFile(options.merchants);
-  const merchants = new FileMerchantDirectory(merchantsFile, logger);
   // Test merchants listen on loopback, which production refuses (see ssrf.test.ts).
   const http = createUndiciClient({ allowPrivateTargets: options.allowPrivateTargets ?? true, responseBodyBytes: options.deliveryLog ? 1024 : 0 });
   const names = topologyNames(prefix);
@@ -107,6 +98,11 @@ export async function startHarness(options: {
   const database = await createTestDatabase(options.name);
   const failuresDb: Database = openPostgres(database.url, { maxConnections: 2 });
   registerDatabase(prefix, database.url);
+  // The merchants, as the programs hold them: rows of the test's database, read into memory (a pool of their own, as the programs').
+  const merchantsDb: Database = openPostgres(database.url, { maxConnections: 2 });
+  await seedMerchants(merchantsDb, options.merchants);
+  const merchants = new PgMerchantDirectory(merchantsDb, new SecretBox(Buffer.from(TEST_SECRETS_KEY, 'base64')), logger);
+  await merchants.start();
   const waits = new WaitStore(failuresDb);
   const writer = new WaitWriter(waits, logger);
   // Order per reference, for merchants whose webhook has orderByReference.
@@ -140,8 +136,11 @@ export async function startHarness(options: {
   const test = await TestBroker.open();
   return {
     prefix,
-    merchantsFile,
     merchants,
+    async setMerchants(changed) {
+      await seedMerchants(merchantsDb, changed);
+      await merchants.poll();
+    },
     names,
     waits,
     scheduler,
@@ -162,6 +161,7 @@ export async function startHarness(options: {
       await broker.close();
       http.close();
       await merchants.close();
+      await merchantsDb.close();
       await test.close();
       await failuresDb.close();
       forgetDatabase(prefix);

@@ -6,7 +6,6 @@ import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { startTestApi } from './api.js';
 import { brokerUrl, TestBroker, uniquePrefix } from './broker.js';
-import { writeMerchantsFile } from './harness.js';
 import { createTestDatabase, type TestDatabase } from './postgres.js';
 import { waitFor } from './wait.js';
 
@@ -32,7 +31,7 @@ export async function startLogApi(name: string, merchants: Merchant[], options: 
   await recorder.start();
   // Its tables are made once it leads, in the background: asked before, they do not exist yet.
   await waitFor('the recorder leading', () => recorder.state.leading, 30_000);
-  const api = await startTestApi(prefix, writeMerchantsFile(merchants), options, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
+  const api = await startTestApi(prefix, merchants, options, { DATABASE_URL: db.url, DELIVERY_LOG: 'on' });
   return {
     prefix,
     db,

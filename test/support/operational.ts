@@ -41,4 +41,4 @@ export function dispatcherEnv(prefix: string, env: Record<string, string | undef
 }
 
 /** The API's environment with merchants in the database. */
-export const DATABASE_DIRECTORY = { MERCHANTS_FILE: undefined, WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };
+export const DATABASE_DIRECTORY = { WEBHOOKS_DEV: 'true', ALLOW_PRIVATE_TARGETS: 'true', SECRETS_KEY: TEST_SECRETS_KEY };

@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import { type EventName, sampleEvent, type UpstreamMessage } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { type Harness, startHarness, testMerchant } from './harness.js';
@@ -90,8 +89,7 @@ export async function headGivenAgain(
     await receiver.waitForRequests(1, 10_000);
     await harness.publisher.publish(eventOf('refund.completed', merchant.id, reference), { messageId: ids[1] });
     await waitFor('the refund waiting behind the charge', () => harness.dispatcher.stats.ordered === 1, 10_000);
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: change(merchant.endpoints[0]!) }] }));
-    if (!harness.merchants.reload()) throw new Error('the merchants file was not taken');
+    await harness.setMerchants([{ ...merchant, endpoints: change(merchant.endpoints[0]!) }]);
     const channels = (harness.broker as unknown as { consumerChannels: Map<{ close(): Promise<void> }, unknown> }).consumerChannels;
     await Promise.all([...channels.keys()].map((ch) => ch.close().catch(() => {})));
   } catch (err) {

@@ -55,7 +55,6 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   const prefix = uniquePrefix(name);
   const db = await createTestDatabase(name.replace(/-/g, '_'));
   const env = {
-    MERCHANTS_FILE: undefined,
     WEBHOOKS_DEV: 'true',
     SECRETS_KEY: TEST_SECRETS_KEY,
     ALLOW_PRIVATE_TARGETS: 'true',
@@ -76,7 +75,7 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   };
   try {
     recorder = await startRecorder(loadRecorderConfig({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: prefix, DATABASE_URL: db.url }), silentLogger());
-    for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, '', options, env));
+    for (let i = 0; i < replicas; i++) apis.push(await startTestApi(prefix, [], options, env));
     dispatcher = await startDatabaseDispatcher(prefix, db.url, { DELIVERY_TIMEOUT_MS: '2000', ...dispatcherEnv });
     for (const api of apis) await waitReady(api);
   } catch (err) {

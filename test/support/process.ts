@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { brokerUrl } from './broker.js';
+import { TEST_SECRETS_KEY } from './merchant-rows.js';
 
 export interface Finished {
   code: number | null;
@@ -42,14 +43,16 @@ export async function finishedWithin(program: { finished: Promise<Finished> }, m
 
 /**
  * A built dispatcher's environment in a test: `prefix`'s topology on the test broker with
- * one-node queues and streams, merchants from `merchantsFile`, private targets allowed (the local
+ * one-node queues and streams, merchants in the database at `databaseUrl` (sealed with
+ * TEST_SECRETS_KEY: seedMerchants), private targets allowed (the local
  * receiver), no retries (a single attempt), info logs (its "dispatcher consuming" line says it is up).
  */
-export function dispatcherEnv(prefix: string, merchantsFile: string, extra: Record<string, string> = {}): Record<string, string> {
+export function dispatcherEnv(prefix: string, databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
     RABBITMQ_URL: brokerUrl(),
     TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: merchantsFile,
+    DATABASE_URL: databaseUrl,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     METRICS_PORT: '0',
     RETRY_SCHEDULE: '',
     ALLOW_PRIVATE_TARGETS: 'true',

@@ -35,10 +35,11 @@ describe('durations', () => {
 });
 
 describe('dispatcher configuration', () => {
-  const file = { MERCHANTS_FILE: 'merchants.json', DATABASE_URL: 'postgres://localhost/webhooks' };
+  /** Merchants in PostgreSQL, as every deployment has them. */
+  const stored = { DATABASE_URL: 'postgres://localhost/webhooks', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') };
 
   it('starts from the documented defaults', () => {
-    const config = loadDispatcherConfig(file);
+    const config = loadDispatcherConfig(stored);
     expect(config).toMatchObject({
       RABBITMQ_URL: ['amqp://guest:guest@127.0.0.1:5672'],
       TOPOLOGY_PREFIX: 'webhooks',
@@ -54,10 +55,10 @@ describe('dispatcher configuration', () => {
 
   it('bounds MAX_MESSAGE_BYTES so that the largest delivery record fits a RabbitMQ 4 message (16 MiB by default), naming the variable', () => {
     // Its record escapes the body into the deliveries stream: past 16 MiB a RabbitMQ 4 broker closes the publishing channel.
-    expect(() => loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(16 * 1024 * 1024) })).toThrow('Invalid configuration: MAX_MESSAGE_BYTES: ');
+    expect(() => loadDispatcherConfig({ ...stored, MAX_MESSAGE_BYTES: String(16 * 1024 * 1024) })).toThrow('Invalid configuration: MAX_MESSAGE_BYTES: ');
     const most = 4 * 1024 * 1024;
-    expect(loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(most) }).MAX_MESSAGE_BYTES).toBe(most);
-    expect(() => loadDispatcherConfig({ ...file, MAX_MESSAGE_BYTES: String(most + 1) })).toThrow(`must be a whole number from 1 to ${most}`);
+    expect(loadDispatcherConfig({ ...stored, MAX_MESSAGE_BYTES: String(most) }).MAX_MESSAGE_BYTES).toBe(most);
+    expect(() => loadDispatcherConfig({ ...stored, MAX_MESSAGE_BYTES: String(most + 1) })).toThrow(`must be a whole number from 1 to ${most}`);
     // The worst case: a body all escaped quotes (twice its bytes escaped) and the longest kept answer all
     // control characters (six times), after records up to the writer's batch bound (1 MiB as it counts them) of the same.
     const body = `["${'\\"'.repeat((most - 4) / 2)}"]`;
@@ -69,19 +70,18 @@ describe('dispatcher configuration', () => {
   });
 
   it('reads RABBITMQ_URL as the list of a cluster\'s nodes', () => {
-    expect(loadDispatcherConfig({ ...file, RABBITMQ_URL: 'amqp://u:p@n1:5672, amqp://u:p@n2:5672,amqps://u:p@n3' }).RABBITMQ_URL).toEqual([
+    expect(loadDispatcherConfig({ ...stored, RABBITMQ_URL: 'amqp://u:p@n1:5672, amqp://u:p@n2:5672,amqps://u:p@n3' }).RABBITMQ_URL).toEqual([
       'amqp://u:p@n1:5672',
       'amqp://u:p@n2:5672',
       'amqps://u:p@n3',
     ]);
   });
 
-  it('needs DATABASE_URL and SECRETS_KEY for merchants in PostgreSQL, or MERCHANTS_FILE, and never the development key outside development mode', () => {
+  it('needs DATABASE_URL and SECRETS_KEY for merchants in PostgreSQL, and never the development key outside development mode', () => {
     const key = Buffer.alloc(32, 1);
     const database = { DATABASE_URL: 'postgres://u@db/webhooks' };
     expect(loadDispatcherConfig({ ...database, SECRETS_KEY: key.toString('base64') }).SECRETS_KEY).toEqual(key);
     expect(loadDispatcherConfig({ ...database, SECRETS_KEY: key.toString('hex') }).SECRETS_KEY).toEqual(key);
-    expect(loadDispatcherConfig(file).MERCHANTS_FILE).toBe('merchants.json');
     expect(() => loadDispatcherConfig({})).toThrow('DATABASE_URL: is required: merchants live in PostgreSQL');
     expect(() => loadDispatcherConfig(database)).toThrow('SECRETS_KEY: is required');
     expect(() => loadDispatcherConfig({ ...database, SECRETS_KEY: 'c2hvcnQ=' })).toThrow('SECRETS_KEY: must be 32 random bytes');
@@ -91,35 +91,30 @@ describe('dispatcher configuration', () => {
   });
 
   it('reads the operational events settings: ENDPOINT_DISABLE_AFTER (0 never), the interval, and a secret with the URL', () => {
-    expect(loadDispatcherConfig(file)).toMatchObject({ ENDPOINT_DISABLE_AFTER: 5 * 86_400_000, OPERATIONAL_EVENT_INTERVAL: 3_600_000 });
-    expect(loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: '0' }).ENDPOINT_DISABLE_AFTER).toBe(0);
-    expect(loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: '12h' }).ENDPOINT_DISABLE_AFTER).toBe(43_200_000);
-    expect(() => loadDispatcherConfig({ ...file, ENDPOINT_DISABLE_AFTER: 'never' })).toThrow('ENDPOINT_DISABLE_AFTER: "never" is not a duration (use e.g. 5d, 12h) or 0 for never');
-    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_EVENT_INTERVAL: '0' })).toThrow('OPERATIONAL_EVENT_INTERVAL');
-    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: is required when OPERATIONAL_WEBHOOK_URL is set');
-    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'ftp://platform.example', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' })).toThrow('OPERATIONAL_WEBHOOK_URL');
-    expect(() => loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'hunter2' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: must be whsec_');
-    expect(loadDispatcherConfig({ ...file, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }).OPERATIONAL_WEBHOOK_URL).toBe('https://platform.example/ops');
+    expect(loadDispatcherConfig(stored)).toMatchObject({ ENDPOINT_DISABLE_AFTER: 5 * 86_400_000, OPERATIONAL_EVENT_INTERVAL: 3_600_000 });
+    expect(loadDispatcherConfig({ ...stored, ENDPOINT_DISABLE_AFTER: '0' }).ENDPOINT_DISABLE_AFTER).toBe(0);
+    expect(loadDispatcherConfig({ ...stored, ENDPOINT_DISABLE_AFTER: '12h' }).ENDPOINT_DISABLE_AFTER).toBe(43_200_000);
+    expect(() => loadDispatcherConfig({ ...stored, ENDPOINT_DISABLE_AFTER: 'never' })).toThrow('ENDPOINT_DISABLE_AFTER: "never" is not a duration (use e.g. 5d, 12h) or 0 for never');
+    expect(() => loadDispatcherConfig({ ...stored, OPERATIONAL_EVENT_INTERVAL: '0' })).toThrow('OPERATIONAL_EVENT_INTERVAL');
+    expect(() => loadDispatcherConfig({ ...stored, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: is required when OPERATIONAL_WEBHOOK_URL is set');
+    expect(() => loadDispatcherConfig({ ...stored, OPERATIONAL_WEBHOOK_URL: 'ftp://platform.example', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' })).toThrow('OPERATIONAL_WEBHOOK_URL');
+    expect(() => loadDispatcherConfig({ ...stored, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'hunter2' })).toThrow('OPERATIONAL_WEBHOOK_SECRET: must be whsec_');
+    expect(loadDispatcherConfig({ ...stored, OPERATIONAL_WEBHOOK_URL: 'https://platform.example/ops', OPERATIONAL_WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' }).OPERATIONAL_WEBHOOK_URL).toBe('https://platform.example/ops');
   });
 
   it('reads WAIT_LEASE as a duration, naming the variable when it is not one', () => {
-    expect(loadDispatcherConfig(file).WAIT_LEASE).toBe(60_000);
-    expect(loadDispatcherConfig({ ...file, WAIT_LEASE: '30s' }).WAIT_LEASE).toBe(30_000);
-    expect(() => loadDispatcherConfig({ ...file, WAIT_LEASE: 'soon' })).toThrow('WAIT_LEASE');
-  });
-
-  it('needs DATABASE_URL with a retry schedule (waits are rows), not for a single attempt', () => {
-    expect(() => loadDispatcherConfig({ MERCHANTS_FILE: 'merchants.json' })).toThrow('DATABASE_URL: is required with a RETRY_SCHEDULE');
-    expect(loadDispatcherConfig({ MERCHANTS_FILE: 'merchants.json', RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
+    expect(loadDispatcherConfig(stored).WAIT_LEASE).toBe(60_000);
+    expect(loadDispatcherConfig({ ...stored, WAIT_LEASE: '30s' }).WAIT_LEASE).toBe(30_000);
+    expect(() => loadDispatcherConfig({ ...stored, WAIT_LEASE: 'soon' })).toThrow('WAIT_LEASE');
   });
 
   it('reads RETRY_SCHEDULE with spaces and mixed units', () => {
-    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
+    expect(loadDispatcherConfig({ ...stored, RETRY_SCHEDULE: '200ms, 5s,5m ,2h' }).RETRY_SCHEDULE).toEqual([200, 5_000, 300_000, 7_200_000]);
   });
 
   it('takes an empty RETRY_SCHEDULE as a single attempt', () => {
-    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
-    expect(loadDispatcherConfig({ ...file, RETRY_SCHEDULE: '  ' }).RETRY_SCHEDULE).toEqual([]);
+    expect(loadDispatcherConfig({ ...stored, RETRY_SCHEDULE: '' }).RETRY_SCHEDULE).toEqual([]);
+    expect(loadDispatcherConfig({ ...stored, RETRY_SCHEDULE: '  ' }).RETRY_SCHEDULE).toEqual([]);
   });
 
   it.each([
@@ -129,15 +124,15 @@ describe('dispatcher configuration', () => {
     ['5s,0ms', 'RETRY_SCHEDULE: delay 2 of 2 is zero ("0ms")'],
     ['5', 'RETRY_SCHEDULE: "5" is not a duration (delay 1 of 1): give a number and a unit among ms, s, m, h, d'],
   ])('refuses RETRY_SCHEDULE=%j saying exactly which delay is wrong and why', (schedule, message) => {
-    expect(() => loadDispatcherConfig({ ...file, RETRY_SCHEDULE: schedule })).toThrow(message);
+    expect(() => loadDispatcherConfig({ ...stored, RETRY_SCHEDULE: schedule })).toThrow(message);
   });
 
   it.each(['RETRY_SCHEDULE', 'WAIT_LEASE', 'OPERATIONAL_EVENT_INTERVAL', 'ENDPOINT_DISABLE_AFTER', 'INTAKE_DEDUPE_WINDOW'])(
     'refuses %s past 100 years (36500d), naming it: a time computed from 999999d is out of what PostgreSQL holds',
     (variable) => {
-      expect(() => loadDispatcherConfig({ ...file, [variable]: '999999d' })).toThrow(`Invalid configuration: ${variable}: `);
-      expect(() => loadDispatcherConfig({ ...file, [variable]: '999999d' })).toThrow('longer than the most allowed, 36500d');
-      expect(() => loadDispatcherConfig({ ...file, [variable]: '36500d' })).not.toThrow();
+      expect(() => loadDispatcherConfig({ ...stored, [variable]: '999999d' })).toThrow(`Invalid configuration: ${variable}: `);
+      expect(() => loadDispatcherConfig({ ...stored, [variable]: '999999d' })).toThrow('longer than the most allowed, 36500d');
+      expect(() => loadDispatcherConfig({ ...stored, [variable]: '36500d' })).not.toThrow();
     },
   );
 
@@ -145,15 +140,15 @@ describe('dispatcher configuration', () => {
     expect(() => loadRecorderConfig({ DATABASE_URL: 'postgres://db.internal/webhooks', DELIVERY_LOG_RETENTION: '999999d' })).toThrow(
       'Invalid configuration: DELIVERY_LOG_RETENTION: "999999d" is longer than the most allowed, 36500d',
     );
-    expect(() => loadApiConfig({ ...file, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', DELIVERY_LOG_RETENTION: '999999d' })).toThrow('Invalid configuration: DELIVERY_LOG_RETENTION: ');
+    expect(() => loadApiConfig({ ...stored, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', DELIVERY_LOG_RETENTION: '999999d' })).toThrow('Invalid configuration: DELIVERY_LOG_RETENTION: ');
   });
 
   it('refuses a SHUTDOWN_TIMEOUT past 1d, where its timers would fire at once (exit 1 on SIGTERM, in-flight webhooks sent again)', () => {
-    expect(loadDispatcherConfig({ ...file, SHUTDOWN_TIMEOUT: '1d' }).SHUTDOWN_TIMEOUT).toBe(86_400_000);
+    expect(loadDispatcherConfig({ ...stored, SHUTDOWN_TIMEOUT: '1d' }).SHUTDOWN_TIMEOUT).toBe(86_400_000);
     // 30d is past Node's largest timer (2^31 - 1 ms): the stop's backstop fired at once.
     for (const value of ['25h', '30d']) {
-      expect(() => loadDispatcherConfig({ ...file, SHUTDOWN_TIMEOUT: value })).toThrow(`Invalid configuration: SHUTDOWN_TIMEOUT: "${value}" is longer than the most allowed, 1d`);
-      expect(() => loadApiConfig({ ...file, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', SHUTDOWN_TIMEOUT: value })).toThrow('Invalid configuration: SHUTDOWN_TIMEOUT: ');
+      expect(() => loadDispatcherConfig({ ...stored, SHUTDOWN_TIMEOUT: value })).toThrow(`Invalid configuration: SHUTDOWN_TIMEOUT: "${value}" is longer than the most allowed, 1d`);
+      expect(() => loadApiConfig({ ...stored, AUTH_JWT_SECRET: 'x'.repeat(40), PORTAL_PUBLIC_URL: 'https://webhooks.example.com', SHUTDOWN_TIMEOUT: value })).toThrow('Invalid configuration: SHUTDOWN_TIMEOUT: ');
     }
   });
 
@@ -184,7 +179,7 @@ describe('dispatcher configuration', () => {
 });
 
 describe('API configuration', () => {
-  const base = { MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off', DATABASE_URL: 'postgres://u@db/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
+  const base = { SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), AUTH_JWT_SECRET: 'x'.repeat(40), DELIVERY_LOG: 'off', DATABASE_URL: 'postgres://u@db/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
 
   it('needs PORTAL_PUBLIC_URL outside development mode, naming it: links never come from a request', () => {
     const { PORTAL_PUBLIC_URL: _unset, ...withoutPortal } = base;
@@ -242,7 +237,7 @@ describe('API configuration', () => {
 
   it('needs DATABASE_URL outside development mode, even with DELIVERY_LOG=off: the failure index and resends live in PostgreSQL', () => {
     const { DATABASE_URL: _unset, ...withoutDatabase } = base;
-    expect(() => loadApiConfig(withoutDatabase)).toThrow('DATABASE_URL: is required: failed webhooks, their resends and the delivery log are kept in PostgreSQL');
+    expect(() => loadApiConfig(withoutDatabase)).toThrow('DATABASE_URL: is required: merchants live in PostgreSQL');
     expect(loadApiConfig({ ...withoutDatabase, WEBHOOKS_DEV: 'true' }).DATABASE_URL).toBeUndefined();
   });
 
@@ -276,7 +271,7 @@ describe('.env.example', () => {
       .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
   );
   // What a deployment must add to the example before either program starts outside development mode.
-  const env = { ...example, MERCHANTS_FILE: 'merchants.json', AUTH_JWT_SECRET: 'x'.repeat(40), DATABASE_URL: 'postgres://db.internal/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
+  const env = { ...example, SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), AUTH_JWT_SECRET: 'x'.repeat(40), DATABASE_URL: 'postgres://db.internal/webhooks', PORTAL_PUBLIC_URL: 'https://webhooks.example.com' };
 
   it('serves the API and the dispatcher on one host without both binding one port', () => {
     const api = loadApiConfig(env);

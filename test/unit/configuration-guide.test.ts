@@ -242,7 +242,7 @@ describe('the configuration guide', () => {
     expect(boundProblems(unsaid).problems).toEqual(['DISPATCH_CONCURRENCY: its cell states no bounds']);
   });
 
-  it('says when the dispatcher needs DATABASE_URL as its schema decides: with MERCHANTS_FILE, still for a retry schedule', () => {
+  it('says when the dispatcher needs DATABASE_URL as its schema decides: outside development mode, with a single attempt too', () => {
     const refused = (env: Record<string, string>) => {
       try {
         parseEnv(dispatcherEnvSchema as unknown as z.ZodObject, env);
@@ -251,10 +251,11 @@ describe('the configuration guide', () => {
         return (err as { variable?: string }).variable;
       }
     };
-    expect(refused({ MERCHANTS_FILE: 'merchants.json' })).toBe('DATABASE_URL');
-    expect(refused({ MERCHANTS_FILE: 'merchants.json', RETRY_SCHEDULE: '' })).toBeUndefined();
-    expect(documented.get('DATABASE_URL')!.defaults).toContain('for the dispatcher unless it has both `MERCHANTS_FILE` and an empty `RETRY_SCHEDULE`');
-    expect(example).toMatch(/by the dispatcher unless it has MERCHANTS_FILE and an empty\n# RETRY_SCHEDULE/);
+    expect(refused({})).toBe('DATABASE_URL');
+    expect(refused({ RETRY_SCHEDULE: '' })).toBe('DATABASE_URL');
+    expect(refused({ WEBHOOKS_DEV: 'true', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') })).toBeUndefined();
+    expect(documented.get('DATABASE_URL')!.defaults).toContain('outside development mode for the API and the dispatcher (merchants live there, whatever `DELIVERY_LOG` and `RETRY_SCHEDULE` say)');
+    expect(example).toMatch(/by the API and the dispatcher\n# \(merchants live there, whatever DELIVERY_LOG and RETRY_SCHEDULE say\)/);
   });
 
   it('gives in .env.example, where it sets a value, the schema\'s default', () => {

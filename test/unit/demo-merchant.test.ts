@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { createDemoReceiver } from '../../apps/demo-receiver/server.js';
 import { DEV_MERCHANTS_FILE } from '../../libs/config/index.js';
-import { FileMerchantDirectory, receivesEvent } from '../../libs/merchants/index.js';
+import { readMerchantsFile, receivesEvent } from '../../libs/merchants/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 
 /**
@@ -12,7 +12,7 @@ import { silentLogger } from '../../libs/logger/index.js';
  * clone shows an event fanned out to the endpoints whose filter takes it.
  */
 describe("development mode's demo merchant", () => {
-  const demo = new FileMerchantDirectory(DEV_MERCHANTS_FILE, silentLogger()).byId('m_demo')!;
+  const demo = readMerchantsFile(DEV_MERCHANTS_FILE).find((merchant) => merchant.id === 'm_demo')!;
 
   it('has two endpoints on the demo receiver, at different paths, each with its own filter and secret', () => {
     expect(demo.endpoints).toHaveLength(2);

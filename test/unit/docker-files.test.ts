@@ -19,7 +19,8 @@ import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { ConfigError, tracingSettingsOf } from '../../libs/config/index.js';
 import { DEFAULT_STOP_TIMEOUT_MS } from '../../libs/runtime/run.js';
 import { silentLogger } from '../../libs/logger/index.js';
-import { merchantsFileSchema } from '../../libs/merchants/schema.js';
+import { cliEnvSchema } from '../../apps/cli/config.js';
+import { parseEnv } from '../../libs/config/index.js';
 import { METRIC_NAMES } from '../../libs/metrics/names.js';
 import { topologySpec, type TopologySpec } from '../../libs/topology/index.js';
 import { metricNamesIn } from '../support/promql.js';
@@ -66,9 +67,9 @@ function containerPorts(name: string): number[] {
   return (service(name).ports ?? []).map((p) => Number(String(p).split('/')[0]!.split(':').at(-1)));
 }
 
-/** Short-syntax bind mounts, with the source resolved against docker/ as compose does. */
+/** Short-syntax bind mounts (a path, not a named volume), with the source resolved against docker/ as compose does. */
 function mounts(name: string): Array<{ source: string; target: string; mode?: string }> {
-  return (service(name).volumes ?? []).map((v) => {
+  return (service(name).volumes ?? []).filter((v) => /^[./]/.test(v)).map((v) => {
     const [source, target, mode] = v.split(':');
     return { source: resolve(DOCKER, source!), target: target!, mode };
   });
@@ -105,7 +106,7 @@ describe('docker/compose.yaml', () => {
     expect(compose.version).toBeUndefined();
     const byDefault = Object.keys(services).filter((name) => !services[name]!.profiles);
     const monitoring = Object.keys(services).filter((name) => services[name]!.profiles?.includes('monitoring'));
-    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'migrate', 'postgres', 'rabbitmq', 'recorder']);
+    expect(byDefault.sort()).toEqual(['api', 'demo-merchant', 'dispatcher', 'merchants', 'migrate', 'postgres', 'rabbitmq', 'recorder']);
     expect(service('postgres').image).toMatch(/^postgres:15(\b|$)/);
     expect(monitoring.sort()).toEqual(['grafana', 'prometheus']);
     expect(service('prometheus').image).toMatch(/^prom\/prometheus(:|$)/);
@@ -123,7 +124,10 @@ describe('docker/compose.yaml', () => {
     const program = service(name);
     expect(program.build).toEqual({ context: '..', dockerfile: 'docker/Dockerfile' });
     expect(resolve(DOCKER, program.build!.context)).toBe(resolve(REPO));
-    expect(program.command).toEqual(['node', `dist/apps/${app}/main.js`]);
+    // The demo merchant's through a shell, which hands it its secret: exec'd, so that it gets the signals.
+    expect(name === 'demo-merchant' ? program.command?.slice(0, 2).concat(/exec (node \S+)$/.exec(program.command[2] ?? '')?.[1]?.split(' ') ?? []) : program.command).toEqual(
+      name === 'demo-merchant' ? ['sh', '-c', 'node', `dist/apps/${app}/main.js`] : ['node', `dist/apps/${app}/main.js`],
+    );
     expect(existsSync(join(REPO, 'apps', app, 'main.ts'))).toBe(true);
   });
 
@@ -193,10 +197,8 @@ describe('docker/compose.yaml', () => {
     const published = (service('api').ports ?? []).map((p) => String(p).split(':')).find((parts) => parts.at(-1) === String(api.PORT));
     expect({ host: portal.hostname, port: portal.port, path: portal.pathname }).toEqual({ host: 'localhost', port: published?.at(-2), path: '/' });
     expect(loadApiConfig(envOf('api', { PORTAL_PUBLIC_URL: 'https://webhooks.example.com' })).PORTAL_PUBLIC_URL).toBe('https://webhooks.example.com');
-    for (const [name, config] of [['api', api], ['dispatcher', dispatcher]] as const) {
-      expect(config.MERCHANTS_FILE).toBe('/app/docker/merchants.compose.json');
-      expect(mountTarget(name, 'docker/merchants.compose.json')).toBe(config.MERCHANTS_FILE);
-    }
+    // Merchants in PostgreSQL, their secrets sealed with the demo's key.
+    for (const config of [api, dispatcher]) expect(config.SECRETS_KEY?.toString()).toMatch(/demo/);
   });
 
   it('turns the delivery log on, with the database of the postgres service, and a recorder its parser accepts', () => {
@@ -320,21 +322,39 @@ describe('docker/Dockerfile', () => {
 });
 
 describe('the demo merchant in compose', () => {
-  const merchants = merchantsFileSchema.parse(JSON.parse(read('docker/merchants.compose.json')));
-  const demo = merchants.merchants.find((m) => m.id === 'm_demo');
   const receiverEnv = envOf('demo-merchant');
+  const merchants = service('merchants');
+  const script = merchants.command?.[2] ?? '';
+  const secret = 'whsec_Y29tcG9zZS1kZW1vLW9ubHktc2VjcmV0LW5vdC1mb3ItcHJvZHVjdGlvbg==';
 
-  it('is m_demo in the merchants file, enabled, pointing at the demo-merchant service with the secret that service verifies with', () => {
-    expect(demo?.publicKey).toBe('pk_test_demo_0123456789');
-    expect(demo?.endpoints[0]?.enabled).toBe(true);
-    const url = new URL(demo!.endpoints[0]!.url);
-    expect([url.hostname, url.port, url.pathname]).toEqual(['demo-merchant', receiverEnv.DEMO_RECEIVER_PORT, '/webhooks']);
-    expect(demo!.endpoints[0]!.secret).toBe(receiverEnv.DEMO_WEBHOOK_SECRET);
-    expect(Buffer.from(demo!.endpoints[0]!.secret.slice('whsec_'.length), 'base64').toString()).toMatch(/demo/);
+  it('is m_demo, written by `webhooks merchants` once the schema is there, its endpoint at the demo-merchant service', () => {
+    expect(merchants.command?.slice(0, 2)).toEqual(['sh', '-c']);
+    expect(script).toContain('node dist/apps/cli/main.js merchants set m_demo --public-key pk_test_demo_0123456789');
+    expect(script).toContain(`node dist/apps/cli/main.js merchants endpoints add m_demo --url http://demo-merchant:${receiverEnv.DEMO_RECEIVER_PORT}/webhooks`);
+    // Again after a restart on the same database: the endpoint is added once.
+    expect(script).toContain(`merchants endpoints list m_demo --json | grep -q demo-merchant:${receiverEnv.DEMO_RECEIVER_PORT};`);
+    expect(merchants.depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' }, rabbitmq: { condition: 'service_healthy' } });
+    expect(merchants.restart).toBe('no');
+    // The CLI's own parser takes its environment: the programs' database and key, and development
+    // mode for this command alone (the demo's endpoint is http, which only development mode writes).
+    const cli = parseEnv(cliEnvSchema, envOf('merchants'));
+    expect(cli).toMatchObject({ DATABASE_URL: envOf('api').DATABASE_URL, WEBHOOKS_DEV: true, ALLOW_PRIVATE_TARGETS: true });
+    expect(cli.SECRETS_KEY).toEqual(loadApiConfig(envOf('api')).SECRETS_KEY);
+    expect(envOf('api').WEBHOOKS_DEV).toBeUndefined();
+  });
+
+  it('hands the endpoint secret the CLI prints to demo-merchant, which verifies with it, through a volume of their own', () => {
+    expect(script).toMatch(/sed -n 's\/\^webhook secret: \/\/p' > \/tmp\/demo-webhook-secret; fi$/);
+    expect(merchants.volumes).toEqual(['demo-secret:/tmp']);
+    expect(service('demo-merchant').volumes).toEqual(['demo-secret:/tmp:ro']);
+    // `$$`: compose's escape of a `$` it is not to interpolate.
+    expect(service('demo-merchant').command?.[2]).toBe('DEMO_WEBHOOK_SECRET="$$(cat /tmp/demo-webhook-secret)" exec node dist/apps/demo-receiver/main.js');
+    expect(service('demo-merchant').depends_on).toMatchObject({ merchants: { condition: 'service_completed_successfully' } });
+    expect(Object.keys((compose as { volumes?: Record<string, unknown> }).volumes ?? {})).toEqual(['demo-secret']);
   });
 
   it('gets an environment the receiver accepts, listening on all interfaces of its container', () => {
-    expect(loadDemoReceiverConfig(receiverEnv)).toMatchObject({ DEMO_RECEIVER_HOST: '0.0.0.0', DEMO_RECEIVER_PORT: 4400 });
+    expect(loadDemoReceiverConfig({ ...receiverEnv, DEMO_WEBHOOK_SECRET: secret })).toMatchObject({ DEMO_RECEIVER_HOST: '0.0.0.0', DEMO_RECEIVER_PORT: 4400 });
   });
 
   it.each([
@@ -352,8 +372,8 @@ describe('the demo merchant in compose', () => {
     expect((error as ConfigError).message).toBe(message);
   });
 
-  it('answers its health check and accepts a webhook signed with the merchants file secret', async () => {
-    const receiver = createDemoReceiver({ secret: receiverEnv.DEMO_WEBHOOK_SECRET!, logger: silentLogger() });
+  it('answers its health check and accepts a webhook signed with its secret', async () => {
+    const receiver = createDemoReceiver({ secret, logger: silentLogger() });
     receiver.listen(0, '127.0.0.1');
     await once(receiver, 'listening');
     const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
@@ -361,7 +381,7 @@ describe('the demo merchant in compose', () => {
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
       const body = JSON.stringify({ event: 'payout', data: { reference: 'PO-1' } });
       const timestamp = new Date();
-      const signature = new Webhook(demo!.endpoints[0]!.secret).sign('msg_1', timestamp, body);
+      const signature = new Webhook(secret).sign('msg_1', timestamp, body);
       const headers = { 'content-type': 'application/json', 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)), 'webhook-signature': signature };
       expect((await fetch(`${base}/webhooks`, { method: 'POST', headers, body })).status).toBe(204);
     } finally {

@@ -1,8 +1,8 @@
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { tracingSettingsOf } from '../../libs/config/index.js';
 
-// A dispatcher with merchants in a file still needs PostgreSQL for its waits (a retry schedule).
-const base = { MERCHANTS_FILE: 'merchants.json', DATABASE_URL: 'postgres://127.0.0.1/webhooks' };
+// A dispatcher as deployed: merchants and waits in PostgreSQL.
+const base = { DATABASE_URL: 'postgres://127.0.0.1/webhooks', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') };
 const settings = (env: Record<string, string>) => tracingSettingsOf(loadDispatcherConfig({ ...base, ...env }), 'webhooks-dispatcher');
 
 describe('the OTEL variables', () => {

@@ -66,7 +66,7 @@ function testSample(event: EventName, merchantId: string) {
  * admin API shows it (withEndpointRates: one query for all; without it, PostgreSQL down, the
  * configured ones).
  */
-export async function portalEndpointsOf(db: Queryable | undefined, merchant: Merchant | undefined, now: Date): Promise<PortalEndpoint[]> {
+export async function portalEndpointsOf(db: Queryable, merchant: Merchant | undefined, now: Date): Promise<PortalEndpoint[]> {
   if (!merchant || merchant.endpoints.length === 0) return [];
   return withEndpointRates(db, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
 }
@@ -75,14 +75,13 @@ export async function portalEndpointsOf(db: Queryable | undefined, merchant: Mer
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants.byId(merchantId);
   /**
-   * A settings write: the session with the permission, settings writable here, then `write` within the
+   * A settings write: the session with the permission, then `write` within the
    * merchant's settings budget. The budget counts changes made: one refused (4xx: a typo, a URL
    * taken) gives its cell back, so mistakes never lock the merchant out; the cell is taken before
    * the write all the same, so that no more than the burst run at once.
    */
   const settingsWrite = async <T>(req: Request, permission: PortalPermission, write: (settings: EndpointSettings, actor: Actor, merchantId: string) => Promise<T>) => {
     const found = await helpers.writer(req, permission);
-    if (!deps.settings) throw new ApiError(409, 'directory_read_only', 'Endpoint settings come from MERCHANTS_FILE here: they are read-only in the portal');
     await helpers.limited('settings', found.merchantId);
     try {
       return { found, written: await write(new EndpointSettings(deps.settings), helpers.actor(found, req), found.merchantId) };
@@ -103,7 +102,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   mount(app, 'portalListEndpoints', async (req, res) => {
     const found = await helpers.session(req);
     const list = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId), directoryNow(deps.merchants));
-    res.json({ message: `${list.length} endpoint(s)`, error: null, data: { endpoints: list, maxEndpoints: deps.settings?.maxEndpoints ?? list.length } });
+    res.json({ message: `${list.length} endpoint(s)`, error: null, data: { endpoints: list, maxEndpoints: deps.settings.maxEndpoints } });
   });
 
   mount(app, 'portalGetEndpoint', async (req, res, { params }) => {

@@ -45,7 +45,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
     // Left out, a link only shows: each power it gives is asked for by name.
     const permissions = input.data.permissions ?? [];
     const link = await sessionsOf(deps).createLink(merchantId, permissions, lifetime, keyDigestOf(merchant.publicKey));
-    if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
+    await recordAudit(deps.audit, merchantId, 'portal.link_minted', { permissions, expiresAt: link.expiresAt }, res.locals.actor as Actor);
     deps.logger.info('portal link issued', { merchantId, permissions, expiresAt: link.expiresAt });
     // The token is in the fragment: browsers never send it to a server, a proxy log or a Referer.
     const url = `${deps.portal.baseUrl}/portal/#token=${link.token}`;
@@ -55,7 +55,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   mount(router, 'revokePortalSessions', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
     const ended = await sessionsOf(deps).endMerchant(merchantId);
-    if (deps.audit) await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
+    await recordAudit(deps.audit, merchantId, 'portal.sessions_revoked', ended, res.locals.actor as Actor);
     deps.logger.info('portal sessions revoked', { merchantId, ...ended });
     res.json({ message: `${ended.sessions} portal session(s) and ${ended.links} unused link(s) of merchant ${merchantId} ended`, error: null, data: ended });
   }, '/admin');
@@ -146,9 +146,9 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   };
   /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
   const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
-    if (deps.audit) await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
+    await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   };
-  const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken, settingsWritable: deps.settings !== undefined });
+  const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken });
 
   mount(app, 'openPortalSession', async (req, res) => {
     const token = (req.body as { token?: unknown } | undefined)?.token;
@@ -163,7 +163,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
       if (!(err instanceof PortalLinkError)) throw err;
       // A used link presented again ends the sessions it made: the merchant's trail says so.
-      if (err.merchantId && deps.audit) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
+      if (err.merchantId) await recordAudit(deps.audit, err.merchantId, 'portal.link_reused', { sessionsEnded: true }, { actor: 'portal', address: req.ip });
       const code = err.reason === 'used' ? 'portal_link_used' : err.reason === 'expired' ? 'portal_link_expired' : 'portal_link_invalid';
       throw new ApiError(401, code, `${err.message[0]!.toUpperCase()}${err.message.slice(1)}: ask for a new one`);
     });

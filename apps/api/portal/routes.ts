@@ -3,7 +3,7 @@ import { EVENT_NAMES } from '../../../libs/contracts/index.js';
 import { endpointIdSchema as endpointIdPath, endpointInputSchema, endpointPatchSchema, rotateInputSchema } from '../../../libs/merchants/index.js';
 import { PORTAL_PERMISSIONS } from '../../../libs/portal/index.js';
 import { listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary } from '../log-routes.js';
-import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, READ_ONLY, type RouteDeclaration } from '../route-declaration.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { endpointShown, envelope, rotated } from '../schemas.js';
 
 /**
@@ -76,7 +76,6 @@ const sessionView = z.strictObject({
   permissions: z.array(z.enum(PORTAL_PERMISSIONS)),
   expiresAt: z.string(),
   csrfToken: z.string().describe('Send back in x-csrf-token on every write'),
-  settingsWritable: z.boolean().describe('false with MERCHANTS_FILE: the endpoint settings are read-only here'),
 });
 
 const counts = { delivered: z.number().int(), retrying: z.number().int(), failed: z.number().int(), skipped: z.number().int() };
@@ -292,7 +291,7 @@ export const PORTAL_ROUTES = [
     output: { '201': { description: 'Added; secret is shown this once', schema: envelope(portalEndpointView.extend({ secret: z.string().regex(/^whsec_/) })) } },
     errors: {
       ...WRITE_ERRORS,
-      '409': `endpoint_limit: the merchant has MAX_ENDPOINTS_PER_MERCHANT endpoints already; endpoint_url_taken; ${READ_ONLY}`,
+      '409': 'endpoint_limit: the merchant has MAX_ENDPOINTS_PER_MERCHANT endpoints already; endpoint_url_taken',
       '429': SETTINGS_LIMITED,
     },
   },
@@ -318,7 +317,7 @@ export const PORTAL_ROUTES = [
     errors: {
       ...WRITE_ERRORS,
       '404': 'endpoint_not_found',
-      '409': `endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL; ${READ_ONLY}`,
+      '409': 'endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL',
       '429': SETTINGS_LIMITED,
     },
   },
@@ -330,7 +329,7 @@ export const PORTAL_ROUTES = [
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it', '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalRotateSecret',
@@ -341,7 +340,7 @@ export const PORTAL_ROUTES = [
     // The admin API's body, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds").
     input: { params: portalEndpointParams, body: rotateInputSchema, bodyRequired: false },
     output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': `too_many_secrets; ${READ_ONLY}`, '429': SETTINGS_LIMITED },
+    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'too_many_secrets', '429': SETTINGS_LIMITED },
   },
   {
     operationId: 'portalSendTestEvent',

@@ -5,7 +5,7 @@
 export type Json = any;
 export type Child = Node | string | null | undefined | false;
 export interface Answer { status: number; body: Json; retryAfter: number }
-export interface Session { merchantId: string; permissions: string[]; expiresAt: string; csrfToken: string; settingsWritable: boolean }
+export interface Session { merchantId: string; permissions: string[]; expiresAt: string; csrfToken: string }
 
 export const EVENTS = ['charge.completed', 'payout', 'refund.completed'];
 export const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'];

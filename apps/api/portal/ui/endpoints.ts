@@ -2,7 +2,7 @@
 // endpoint's settings page (change, enable or disable, rotate its secret, send it a test event,
 // delete it). Who may do what is the link's: manage-endpoint changes, manage-secret rotates.
 
-import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, nameOf, rateText, session, show, table, when, ago } from './core.js';
+import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, nameOf, rateText, show, table, when, ago } from './core.js';
 
 const path = (id: string) => `/portal/api/endpoints/${encodeURIComponent(id)}`;
 
@@ -33,8 +33,6 @@ export function endpointsTable(list: Json[], day?: Json[]): HTMLElement {
       ...(day ? [h('a', { href: `#/webhooks?endpointId=${encodeURIComponent(ep.id)}` }, `${n.delivered} delivered, ${n.failed} failed`)] : [])];
   }));
 }
-
-const writable = () => session?.settingsWritable ?? false;
 
 /** The new secret, shown once: a read-only box to copy it from. */
 function secretShown(secret: string, text: string): HTMLElement {
@@ -70,8 +68,7 @@ export async function endpoints(note?: Child): Promise<void> {
   const sections: Child[] = [note ?? null,
     h('p', {}, 'Each endpoint receives the events it subscribes to, signed with its own secret; one failing never holds up another.'),
     endpointsTable(list)];
-  if (!writable()) sections.push(h('p', { class: 'info' }, 'Settings are read-only here: they come from the platform\'s configuration file. Ask the platform to change them.'));
-  else if (!can('manage-endpoint')) sections.push(h('p', { class: 'note' }, 'This link lets you view the endpoints, not add or change them.'));
+  if (!can('manage-endpoint')) sections.push(h('p', { class: 'note' }, 'This link lets you view the endpoints, not add or change them.'));
   else if (list.length >= maxEndpoints) sections.push(h('p', { class: 'note' }, `You have ${maxEndpoints} endpoints, the most an account may have: delete one to add another.`));
   else {
     const out = h('div', { 'aria-live': 'polite' });
@@ -96,7 +93,7 @@ export async function endpoint(id: string): Promise<void> {
   const back = h('p', {}, h('a', { href: '#/endpoints' }, '← All endpoints'));
   if (answer.status !== 200) return show('Endpoint', back, alertBox(answer));
   const ep = answer.body.data;
-  const editable = writable() && can('manage-endpoint');
+  const editable = can('manage-endpoint');
   const operatorOff = !ep.enabled && ep.disabledBy === 'operator';
   const out = h('div', { 'aria-live': 'polite' });
   const form = h('form', { onsubmit: submitted(out, async (data, { url, description, events }) => {
@@ -122,10 +119,9 @@ export async function endpoint(id: string): Promise<void> {
     editable ? h('button', { type: 'submit' }, 'Save endpoint') : null,
     out);
   const sections: Child[] = [back,
-    !writable() ? h('p', { class: 'info' }, 'Settings are read-only here: they come from the platform\'s configuration file. Ask the platform to change them.') : null,
-    writable() && !can('manage-endpoint') ? h('p', { class: 'note' }, 'This link lets you view the settings, not change them.') : null,
+    !can('manage-endpoint') ? h('p', { class: 'note' }, 'This link lets you view the settings, not change them.') : null,
     form];
-  if (writable() && can('manage-secret')) sections.push(...rotation(id));
+  if (can('manage-secret')) sections.push(...rotation(id));
   if (can('manage-endpoint')) sections.push(...testEvent(id, ep.events));
   if (editable && !operatorOff) sections.push(...removal(id, ep));
   show(`Endpoint ${nameOf(ep)}`, ...sections);
