@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { coresDuring } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch } from './fixtures.js';
+import { benchPrefix, deleteTopology, fillDispatch, withDatabase } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, until } from './processes.js';
 import { startBenchDispatcher } from './throughput.js';
 
@@ -42,7 +42,19 @@ function nodePids(): Record<string, number | undefined> {
 }
 
 /** `dispatchers` processes draining `total` events from a cluster's dispatch, with the cores each used. */
-export async function clusterThroughput(
+export function clusterThroughput(
+  urls: string[],
+  receiver: ReceiverProcess,
+  total: number,
+  dispatchers: number,
+  concurrency: number,
+): Promise<{ rate: number; cores: Record<string, number> }> {
+  // The merchant, in a database of the run's own.
+  return withDatabase(`cluster${dispatchers}`, (databaseUrl) => clusterThroughputOn(databaseUrl, urls, receiver, total, dispatchers, concurrency));
+}
+
+async function clusterThroughputOn(
+  databaseUrl: string,
   urls: string[],
   receiver: ReceiverProcess,
   total: number,
@@ -54,8 +66,8 @@ export async function clusterThroughput(
   await receiver.reset();
   const programs: ProgramProcess[] = [];
   for (let i = 0; i < dispatchers; i++) {
-    // First attempts only (the receiver answers 204 to all): no retry schedule, so no database for waits.
-    programs.push(startBenchDispatcher(urls.join(','), prefix, receiver, concurrency, { RETRY_SCHEDULE: '' }));
+    // First attempts only (the receiver answers 204 to all): no retry schedule.
+    programs.push(await startBenchDispatcher(urls.join(','), prefix, receiver, concurrency, databaseUrl, { RETRY_SCHEDULE: '' }));
   }
   let cores: Record<string, number> = {};
   try {

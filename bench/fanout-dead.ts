@@ -12,7 +12,6 @@
  * `npm run bench -- fanout-dead` (BENCH_DEAD_RATE events a second, default 50; BENCH_DEAD_SECONDS).
  */
 import { cpus, loadavg } from 'node:os';
-import { merchantsFile } from './fixtures.js';
 import type { ReceiverProcess } from './processes.js';
 import { round } from './stats.js';
 import { type Latency, steadyRun } from './steady.js';
@@ -42,7 +41,7 @@ export async function benchFanoutDead(url: string, receiver: ReceiverProcess, lo
       merchantOf: () => MERCHANT,
       receivers: [receiver],
       expectDelivered: () => true,
-      merchantsFile: merchantsFile([{ id: MERCHANT, url: [`${receiver.url}/ep1`, `${receiver.url}/ep2`, `${receiver.url}${third}`] }]),
+      seed: [{ id: MERCHANT, url: [`${receiver.url}/ep1`, `${receiver.url}/ep2`, `${receiver.url}${third}`] }],
       expectedDeliveries: events * live,
       waitMs: 300_000,
     });

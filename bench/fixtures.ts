@@ -1,13 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import amqp from 'amqplib';
 import { sampleEvent } from '../libs/contracts/index.js';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
 import { type Database, openPostgres } from '../libs/delivery-store/index.js';
 import { migrate } from '../libs/migrations/index.js';
+import { type Merchant, SecretBox } from '../libs/merchants/index.js';
+import { columnsOf } from '../libs/merchants/rows.js';
 
 export const SECRET = `whsec_${Buffer.from('bench-secret-bench-secret-0123').toString('base64')}`;
 
@@ -15,24 +14,38 @@ export function benchPrefix(name: string): string {
   return `bench.${name}.${randomUUID().slice(0, 8)}`;
 }
 
+/** A bench's merchant: one endpoint a URL (several for a merchant given several), `endpoint` added to each (e.g. orderByReference). */
+export type BenchMerchant = { id: string; url: string | string[]; endpoint?: Record<string, unknown> };
+
+/** The key the benches' programs seal and open the merchants' secrets with (base64 of 32 bytes). */
+export const BENCH_SECRETS_KEY = Buffer.from('bench-secrets-key-32-bytes-long!').toString('base64');
+
 /**
- * The merchants file the benches start a dispatcher with: one endpoint a URL (several for a merchant
- * given several), `endpoint` added to each (e.g. orderByReference).
+ * Writes the merchants a bench starts its programs with into the database at `databaseUrl`, as rows
+ * the programs read (their secrets sealed with BENCH_SECRETS_KEY), and answers the programs'
+ * environment for them: DATABASE_URL and SECRETS_KEY. Merchants already there are replaced.
  */
-export function merchantsFile(merchants: Array<{ id: string; url: string | string[]; endpoint?: Record<string, unknown> }>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-'));
-  const path = join(dir, 'merchants.json');
-  writeFileSync(
-    path,
-    JSON.stringify({
-      merchants: merchants.map((m, i) => ({
+export async function benchMerchants(databaseUrl: string, merchants: Array<BenchMerchant | Merchant>): Promise<{ DATABASE_URL: string; SECRETS_KEY: string }> {
+  const box = new SecretBox(Buffer.from(BENCH_SECRETS_KEY, 'base64'));
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (const [i, m] of merchants.entries()) {
+      const merchant: Merchant = 'publicKey' in m ? m : {
         id: m.id,
         publicKey: `pk_test_bench_${i}_0123456789`,
         endpoints: [m.url].flat().map((url, n) => ({ id: `ep_bench_${i}${n === 0 ? '' : `_${n}`}`, url, enabled: true, secret: SECRET, ...m.endpoint })),
-      })),
-    }),
-  );
-  return path;
+      } as Merchant;
+      await client.query(
+        `INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3::jsonb, $4, 1)
+         ON CONFLICT (id) DO UPDATE SET public_key = EXCLUDED.public_key, endpoints = EXCLUDED.endpoints, secrets = EXCLUDED.secrets, version = merchants.version + 1, change_xid = pg_current_xact_id()`,
+        [merchant.id, ...columnsOf(merchant, box)],
+      );
+    }
+  } finally {
+    await client.end();
+  }
+  return { DATABASE_URL: databaseUrl, SECRETS_KEY: BENCH_SECRETS_KEY };
 }
 
 /** A realistic upstream body (~450 bytes) for a merchant, stamped with its publish time. */

@@ -11,7 +11,6 @@
  * check (on by default) as deployed; otherwise straight to `dispatch`, the order's cost alone.
  */
 import { cpus, loadavg } from 'node:os';
-import { merchantsFile } from './fixtures.js';
 import type { ReceiverProcess } from './processes.js';
 import { median, round } from './stats.js';
 import { dispatcherCpu } from './throughput.js';
@@ -38,7 +37,7 @@ export async function benchOrder(url: string, receiver: ReceiverProcess, runs: n
   const concurrency = 128;
   const upstream = process.env.BENCH_ORDER_UPSTREAM === '1';
   const result: OrderResult = { warmup, total, concurrency, upstream, runs: [] };
-  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, { MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok`, endpoint: ordered ? { orderByReference: true } : {} }]) }, { upstream, randomKeys: upstream })).warm;
+  const once = async (ordered: boolean) => (await dispatcherCpu(url, receiver, warmup, total, concurrency, {}, { upstream, randomKeys: upstream, merchants: [{ id: 'm_bench', url: `${receiver.url}/ok`, endpoint: ordered ? { orderByReference: true } : {} }] })).warm;
   for (let i = 0; i < runs; i++) {
     const orderedFirst = i % 2 === 1;
     const first = await once(orderedFirst);

@@ -4,9 +4,6 @@
  * sequential resends of distinct random references over HTTP.
  */
 import { randomUUID } from 'node:crypto';
-import { writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import { Agent, request } from 'undici';
 import { loadApiConfig } from '../apps/api/config.js';
@@ -14,7 +11,8 @@ import { startApi } from '../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../libs/contracts/index.js';
 import { openPostgres } from '../libs/delivery-store/index.js';
 import { silentLogger } from '../libs/logger/index.js';
-import { deleteTopology, withDatabase } from './fixtures.js';
+import type { Merchant } from '../libs/merchants/index.js';
+import { benchMerchants, deleteTopology, withDatabase } from './fixtures.js';
 import { percentile, round } from './stats.js';
 
 export interface ResendResult {
@@ -31,14 +29,12 @@ const SECRET = 'bench-secret-long-enough-for-hs256-0000000';
 
 export async function benchResend(url: string, entries: number, samples: number): Promise<ResendResult> {
   const prefix = `bench.resend.${randomUUID().slice(0, 8)}`;
-  const merchant = { id: 'm_bench', publicKey: 'pk_test_bench_0123456789', endpoints: [{ id: 'ep_bench_resend', url: 'http://127.0.0.1:9/none', enabled: true, secret: `whsec_${Buffer.from('bench-secret-bench-secret').toString('base64')}` }] };
-  const dir = mkdtempSync(join(tmpdir(), 'bench-'));
-  writeFileSync(join(dir, 'merchants.json'), JSON.stringify({ merchants: [merchant] }));
+  const merchant: Merchant = { id: 'm_bench', publicKey: 'pk_test_bench_0123456789', endpoints: [{ id: 'ep_bench_resend', url: 'http://127.0.0.1:9/none', enabled: true, secret: `whsec_${Buffer.from('bench-secret-bench-secret').toString('base64')}` }] };
 
-  return withDatabase('resend', (dbUrl) => run(url, entries, samples, prefix, dir, merchant, dbUrl));
+  return withDatabase('resend', (dbUrl) => run(url, entries, samples, prefix, merchant, dbUrl));
 }
 
-async function run(url: string, entries: number, samples: number, prefix: string, dir: string, merchant: { id: string; publicKey: string }, dbUrl: string): Promise<ResendResult> {
+async function run(url: string, entries: number, samples: number, prefix: string, merchant: Merchant, dbUrl: string): Promise<ResendResult> {
   const db = openPostgres(dbUrl, { statementTimeoutMs: 600_000 });
   // The merchant's failures, and as many of another merchant's: the index is shared.
   const body = JSON.stringify(sampleEvent('charge.completed', merchant.id));
@@ -57,8 +53,7 @@ async function run(url: string, entries: number, samples: number, prefix: string
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
     PORT: '0',
-    MERCHANTS_FILE: join(dir, 'merchants.json'),
-    DATABASE_URL: dbUrl,
+    ...(await benchMerchants(dbUrl, [merchant])),
     RETRY_SCHEDULE: '',
     FAILED_RETENTION: '1D',
     AUTH_JWT_SECRET: SECRET,

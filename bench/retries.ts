@@ -13,7 +13,7 @@
 import amqp from 'amqplib';
 import pg from 'pg';
 import { intakeSpec, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, merchantsFile, withDatabase } from './fixtures.js';
+import { benchPrefix, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { freePort, type ReceiverProcess, until } from './processes.js';
 import { median, round } from './stats.js';
 import { cpuWindows, startBenchDispatcher } from './throughput.js';
@@ -133,12 +133,10 @@ async function variant(url: string, receiver: ReceiverProcess, warmup: number, t
       // The feeder starts first: the dispatcher finds a queue to consume.
       const feeding = feed(url, prefix, () => windowDone);
       const metricsPort = await freePort();
-      const program = startBenchDispatcher(url, prefix, receiver, concurrency, {
-        DATABASE_URL: databaseUrl,
+      const program = await startBenchDispatcher(url, prefix, receiver, concurrency, databaseUrl, {
         METRICS_PORT: String(metricsPort),
         RETRY_SCHEDULE: SCHEDULE,
-        MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}${path}` }]),
-      });
+      }, undefined, [{ id: 'm_bench', url: `${receiver.url}${path}` }]);
       let published = 0;
       let by: Record<string, number> = {};
       let windows: Awaited<ReturnType<typeof cpuWindows>>;

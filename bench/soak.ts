@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, merchantsFile, publishPaced, withDatabase } from './fixtures.js';
+import { benchMerchants, benchPrefix, deleteTopology, eventBody, publishPaced, withDatabase } from './fixtures.js';
 import { freePort, type ProgramProcess, rssOf, scrape, startProgram, startReceiver, until } from './processes.js';
 
 export interface SoakSample {
@@ -42,8 +42,7 @@ async function soakWith(url: string, name: string, dist: string | undefined, rec
   const env = {
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: merchantsFile(merchants),
-    DATABASE_URL: databaseUrl,
+    ...(await benchMerchants(databaseUrl, merchants)),
     ALLOW_PRIVATE_TARGETS: 'true',
     METRICS_PORT: String(metricsPort),
     LOG_LEVEL: 'warn',

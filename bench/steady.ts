@@ -5,7 +5,7 @@
 import { BrokerConnection } from '../libs/broker/index.js';
 import { silentLogger } from '../libs/logger/index.js';
 import { declareIntake, topologyNames } from '../libs/topology/index.js';
-import { benchPrefix, deleteTopology, eventBody, merchantsFile, withDatabase } from './fixtures.js';
+import { type BenchMerchant, benchMerchants, benchPrefix, deleteTopology, eventBody, withDatabase } from './fixtures.js';
 import { type ReceiverProcess, startProgram, until } from './processes.js';
 import { percentile } from './stats.js';
 
@@ -45,12 +45,12 @@ export async function steadyRun(options: {
   afterDelivered?: () => Promise<void>;
   /** How long to wait for every delivery after the last publish. */
   waitMs?: number;
-  /** A merchants file of the caller's (merchants with several endpoints) instead of one made from `merchants`. */
-  merchantsFile?: string;
+  /** Merchants of the caller's (with several endpoints) instead of those made from `merchants`. */
+  seed?: BenchMerchant[];
   /** Deliveries expected at the receivers, where an event may make several (fan-out). */
   expectedDeliveries?: number;
 }): Promise<Record<string, Latency>> {
-  // The retry schedule needs a database for its waits (a hanging merchant's webhooks wait as rows): the case's own unless given.
+  // Merchants and waits (a hanging merchant's webhooks wait as rows) are in PostgreSQL: the case's own database unless given.
   if (options.env?.DATABASE_URL) return steadyWith(options);
   return withDatabase('steady', (databaseUrl) => steadyWith({ ...options, env: { ...options.env, DATABASE_URL: databaseUrl } }));
 }
@@ -66,7 +66,6 @@ async function steadyWith(options: Parameters<typeof steadyRun>[0]): Promise<Rec
   const program = startProgram('dispatcher/main.js', {
     RABBITMQ_URL: options.url,
     TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: options.merchantsFile ?? merchantsFile(options.merchants),
     RETRY_SCHEDULE: '30s',
     DISPATCH_CONCURRENCY: String(options.concurrency ?? 64),
     DELIVERY_TIMEOUT_MS: String(options.timeoutMs ?? 2_000),
@@ -74,6 +73,7 @@ async function steadyWith(options: Parameters<typeof steadyRun>[0]): Promise<Rec
     METRICS_PORT: '0',
     LOG_LEVEL: 'info',
     ...options.env,
+    ...(await benchMerchants(options.env!.DATABASE_URL!, options.seed ?? options.merchants)),
   });
   // One untimed second first: the dispatcher process is fresh and its code not yet optimised.
   const warmup = options.rate;

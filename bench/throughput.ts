@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { Database } from '../libs/delivery-store/index.js';
 import { brokerPid, coresDuring } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch, merchantsFile, SECRET, withDatabase } from './fixtures.js';
+import { type BenchMerchant, benchMerchants, benchPrefix, deleteTopology, fillDispatch, SECRET, withDatabase } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, startProgram, until } from './processes.js';
 
 /** A raw client's rate, measured in a fresh process, with the cores it and the receiver used. */
@@ -53,7 +53,7 @@ export async function dispatcherThroughputCores(url: string, receiver: ReceiverP
     const prefix = benchPrefix('throughput');
     await fillDispatch(url, prefix, total, () => 'm_bench');
     await receiver.reset();
-    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl });
+    const program = await startBenchDispatcher(url, prefix, receiver, concurrency, databaseUrl);
     let cores: Record<string, number> = {};
     try {
       await until('first delivery', async () => (await receiver.stats()).count > 0, 30_000, 10);
@@ -130,14 +130,24 @@ export async function referenceThroughput(url: string, receiver: ReceiverProcess
 /**
  * A dispatcher on `prefix`'s queues delivering one merchant's events to `receiver`, with `env`
  * added; `script` runs another build's (an absolute path to its main.js, for A/B against the
- * build before). Its retry schedule needs DATABASE_URL in `env` (a wait is a row), or
- * RETRY_SCHEDULE '' where a case measures first attempts only.
+ * build before). Its merchants (`m_bench` at the receiver's /ok unless given) are written into the
+ * database at `databaseUrl` first, where its waits are rows too.
  */
-export function startBenchDispatcher(url: string, prefix: string, receiver: ReceiverProcess, concurrency: number, env: Record<string, string> = {}, script = 'dispatcher/main.js'): ProgramProcess {
+export async function startBenchDispatcher(
+  url: string,
+  prefix: string,
+  receiver: ReceiverProcess,
+  concurrency: number,
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  script = 'dispatcher/main.js',
+  merchants: BenchMerchant[] = [{ id: 'm_bench', url: `${receiver.url}/ok` }],
+): Promise<ProgramProcess> {
+  const stored = await benchMerchants(databaseUrl, merchants);
   return startProgram(script, {
     RABBITMQ_URL: url,
     TOPOLOGY_PREFIX: prefix,
-    MERCHANTS_FILE: merchantsFile([{ id: 'm_bench', url: `${receiver.url}/ok` }]),
+    ...stored,
     RETRY_SCHEDULE: '5s',
     DISPATCH_CONCURRENCY: String(concurrency),
     ALLOW_PRIVATE_TARGETS: 'true',
@@ -159,14 +169,14 @@ export async function dispatcherCpu(
   total: number,
   concurrency: number,
   env: Record<string, string> = {},
-  options: { upstream?: boolean; randomKeys?: boolean; migrateWith?: (db: Database) => Promise<unknown> } = {},
+  options: { upstream?: boolean; randomKeys?: boolean; migrateWith?: (db: Database) => Promise<unknown>; merchants?: BenchMerchant[] } = {},
 ) {
   // As deployed: a retry schedule, so a migrated database of its own for the waits.
   return withDatabase('cpu', async (databaseUrl) => {
     const prefix = benchPrefix('throughput');
     await fillDispatch(url, prefix, warmup + total, () => 'm_bench', { upstream: options.upstream, randomKeys: options.randomKeys });
     await receiver.reset();
-    const program = startBenchDispatcher(url, prefix, receiver, concurrency, { DATABASE_URL: databaseUrl, ...env });
+    const program = await startBenchDispatcher(url, prefix, receiver, concurrency, databaseUrl, env, undefined, options.merchants);
     try {
       return await cpuWindows(program.child.pid, receiver, warmup, total);
     } finally {

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { threadCpuSeconds } from './cpu.js';
-import { benchPrefix, deleteTopology, fillDispatch } from './fixtures.js';
+import { benchPrefix, deleteTopology, fillDispatch, withDatabase } from './fixtures.js';
 import { type ProgramProcess, type ReceiverProcess, until } from './processes.js';
 import { startBenchDispatcher } from './throughput.js';
 
@@ -78,7 +78,22 @@ interface Way {
  * CPU's clock) then slows every way alike, where ways run one after another each met another
  * machine. Rates in deliveries per second of the way's own running time, CPU in µs per delivery.
  */
-export async function tracingRound(
+export function tracingRound(
+  url: string,
+  receivers: ReceiverProcess[],
+  collectors: Collector[],
+  warmup: number,
+  total: number,
+  concurrency: number,
+  variants: readonly Variant[],
+  baselineDist: string | undefined,
+) {
+  // The merchants, one per way (each way's own receiver), in a database of the round's own.
+  return withDatabase('tracing', (databaseUrl) => tracingRoundOn(databaseUrl, url, receivers, collectors, warmup, total, concurrency, variants, baselineDist));
+}
+
+async function tracingRoundOn(
+  databaseUrl: string,
   url: string,
   receivers: ReceiverProcess[],
   collectors: Collector[],
@@ -95,17 +110,17 @@ export async function tracingRound(
     // Every queue filled before any dispatcher starts, and warm-ups by turns too: a way stopped
     // for longer (the others' fills took 20 s) found its records' confirms timed out (10 s) the
     // moment it ran again, and paid for it in every figure.
-    for (const prefix of prefixes) await fillDispatch(url, prefix, warmup + total + SPARE_EVENTS, () => 'm_bench');
+    for (const [i, prefix] of prefixes.entries()) await fillDispatch(url, prefix, warmup + total + SPARE_EVENTS, () => `m_bench_${i}`);
     for (const [i, variant] of chosen.entries()) {
       // Each way its own receiver and collector: what arrives after its turn still counts as its.
       const receiver = receivers[i]!;
       await receiver.reset();
       await collectors[i]!.reset();
       const sampling = SAMPLING[variant];
-      // Tracing's cost to first attempts (every one answered 204): no retry schedule, so no database for waits.
+      // Tracing's cost to first attempts (every one answered 204): no retry schedule.
       const env = { RETRY_SCHEDULE: '', ...(sampling ? { OTEL_EXPORTER_OTLP_ENDPOINT: collectors[i]!.endpoint, ...sampling } : {}) };
       const script = variant === 'before' ? join(baselineDist!, 'apps/dispatcher/main.js') : undefined;
-      const program = startBenchDispatcher(url, prefixes[i]!, receiver, concurrency, env, script);
+      const program = await startBenchDispatcher(url, prefixes[i]!, receiver, concurrency, databaseUrl, env, script, [{ id: `m_bench_${i}`, url: `${receiver.url}/ok` }]);
       ways.push({ variant, receiver, program, runningMs: 0 });
       // Stopped once it delivers: no way is stopped longer than the others' starts and turns.
       await until(`${variant}'s first delivery`, async () => (await receiver.count()).count > 0, 60_000, 20);
