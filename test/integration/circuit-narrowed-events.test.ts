@@ -1,4 +1,3 @@
-import { writeFileSync } from 'node:fs';
 import { sampleEvent } from '../../libs/contracts/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { startHarness, testMerchant, testSecret } from '../support/harness.js';
@@ -40,9 +39,8 @@ it("delivers an endpoint's parked charge soon after it is back, though payouts i
     const charge = (await harness.publisher.publish(sampleEvent('charge.completed', merchant.id))).messageId;
     await waitFor('the charge parked behind them', async () =>
       (await harness.database.query('SELECT 1 FROM webhook_waits WHERE webhook_id = $1 AND endpoint_id = $2 AND parked', [charge, dead.id])).length === 1, 10_000);
-    // The operator narrows it to charges (the dispatcher reads the file again), and it is back.
-    writeFileSync(harness.merchantsFile, JSON.stringify({ merchants: [{ ...merchant, endpoints: [{ ...dead, events: ['charge.completed'] }, alive] }] }));
-    harness.merchants.reload();
+    // The operator narrows it to charges (the dispatcher reads its row again), and it is back.
+    await harness.setMerchants([{ ...merchant, endpoints: [{ ...dead, events: ['charge.completed'] }, alive] }]);
     down = false;
     const from = Date.now();
     // Its probe due now, not after the cooldown its failed probes doubled (seconds, more on a loaded

@@ -1,7 +1,8 @@
 import { createHmac } from 'node:crypto';
 import { EVENT_NAMES, sampleEvent } from '../../libs/contracts/index.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
-import { testMerchant, writeMerchantsFile } from '../support/harness.js';
+import { testMerchant } from '../support/harness.js';
+import { seedMerchants } from '../support/merchant-rows.js';
 import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
 import { dispatcherEnv, startProgram } from '../support/process.js';
 import { Receiver } from '../support/receiver.js';
@@ -28,7 +29,8 @@ describe('the outgoing webhook, as the built dispatcher sends what upstream publ
     database = await createTestDatabase('outgoing');
     receiver = await Receiver.start(() => 204);
     merchant.endpoints[0]!.url = receiver.url;
-    dispatcher = startProgram(DISPATCHER, dispatcherEnv(prefix, writeMerchantsFile([merchant]), { DATABASE_URL: database.url }));
+    await seedMerchants(database.url, [merchant]);
+    dispatcher = startProgram(DISPATCHER, dispatcherEnv(prefix, database.url));
     await waitFor('dispatcher consuming', async () => dispatcher.output.stdout.includes('dispatcher consuming'), 30_000);
   });
 

@@ -31,7 +31,7 @@ describe('the resend endpoint, given what a client may send', () => {
     alice = testMerchant('m_alice', receiver.url);
     bob = testMerchant('m_bob', receiver.url);
     harness = await startHarness({ name: 'resend-edges', merchants: [alice, bob], retryDelaysMs: [] });
-    api = await waitReady(await startTestApi(harness.prefix, harness.merchantsFile));
+    api = await waitReady(await startTestApi(harness.prefix));
   });
 
   afterAll(async () => {
