@@ -189,11 +189,19 @@ describe('dispatcher start-up and shutdown', () => {
     let proxy: FrozenProxy | undefined;
     const get = async (path: string) => {
       const response = await fetch(`http://127.0.0.1:${metricsPort}${path}`);
-      return { status: response.status, body: await response.json() };
+      return { status: response.status, body: (await response.json()) as { status: string; waitingFor?: string } };
     };
     try {
       await waitFor('metrics port up', () => get('/healthz').then((r) => r.status === 200, () => false), 30_000);
-      expect(await get('/readyz')).toEqual({ status: 503, body: { status: 'not ready', waitingFor: 'RabbitMQ' } });
+      // The merchant database first (its rows load while the broker is tried), then RabbitMQ, which is not there.
+      const seen = new Set<string>();
+      await waitFor('/readyz waiting for RabbitMQ', async () => {
+        const ready = await get('/readyz');
+        seen.add(JSON.stringify(ready));
+        return ready.body.waitingFor === 'RabbitMQ';
+      }, 30_000);
+      const states = [...seen].map((each) => JSON.parse(each));
+      expect(states.filter((each) => each.body.waitingFor !== 'the merchant database')).toEqual([{ status: 503, body: { status: 'not ready', waitingFor: 'RabbitMQ' } }]);
       expect(program.output.stdout).not.toContain('dispatcher consuming');
 
       proxy = await FrozenProxy.start(brokerUrl(), brokerPort);
