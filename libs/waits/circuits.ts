@@ -24,6 +24,13 @@ export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; prob
 /** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
 export const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
+/**
+ * A wait's next hand (a pick, probe, rewrite or take-over): drawn from one sequence for every row
+ * (0033), never counted on from the row's own, so a hand-back of a row that ended matches no hand
+ * of a later row of its key (a resend that waits again): counted from the start, it was taken.
+ */
+export const NEW_HAND = `nextval('webhook_wait_hands')`;
+
 /** A key's columns, a circuit's or a wait's (no webhook for a circuit), and each one's field of the key ('' when absent). */
 const KEY_COLUMNS = { circuit: ['merchant_id', 'endpoint_id'], wait: ['merchant_id', 'webhook_id', 'endpoint_id'] } as const;
 export type Key = { merchantId: string; webhookId?: string; endpointId?: string };
@@ -70,7 +77,7 @@ WITH due AS (
   UPDATE wait_circuits c SET probe_at = now() + $2::float8 * interval '1 millisecond' FROM probe
   WHERE c.merchant_id = probe.merchant_id AND c.endpoint_id = probe.endpoint_id
 ), handed AS (
-  UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
+  UPDATE webhook_waits w SET hand = ${NEW_HAND}, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
   FROM probe p WHERE w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id
   RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end, ${CONTENT} AS content
 )

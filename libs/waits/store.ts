@@ -1,15 +1,16 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import { committedOf, inIdentifiedTransaction } from './identified-transaction.js';
-import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, PROBE, UNPARK } from './circuits.js';
+import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, NEW_HAND, PROBE, UNPARK } from './circuits.js';
 
 export { CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, circuitOfPayload } from './circuits.js';
 
 /**
  * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
- * (its bytes: a row of `webhook_bodies`). `hand` counts the times the row was handed back or
- * rewritten: a hand-back carries it (x-wait-hand), and only that hand may take, rewrite or end the
- * wait, so a stale copy changes nothing. Due times are PostgreSQL's clock, never a dispatcher's.
+ * (its bytes: a row of `webhook_bodies`). `hand` is new each time the row is handed back or
+ * rewritten, drawn from one sequence for every row (NEW_HAND): a hand-back carries it (x-wait-hand),
+ * and only that hand may take, rewrite or end the wait, so a stale copy changes nothing, even one of
+ * an earlier row of its key. Due times are PostgreSQL's clock, never a dispatcher's.
  */
 
 /**
@@ -157,12 +158,12 @@ WITH puts AS (
   FROM placed WHERE hand = 0
   -- A redelivered first attempt finds its own row and leaves it. A spent row (out of the pick, its
   -- copy parked as wait-not-ended) is taken over by that copy moved back: nothing else hands it on.
-  ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = webhook_waits.hand + 1, attempt = excluded.attempt,
+  ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt,
     reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
   WHERE ${spent('webhook_waits')}
 ), next AS (
-  UPDATE webhook_waits w SET hand = w.hand + 1, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
+  UPDATE webhook_waits w SET hand = ${NEW_HAND}, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
     due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at, takes = 0
   FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id AND w.hand = p.hand
 ), gone AS (
@@ -195,7 +196,7 @@ WITH due AS (
   FROM decided d WHERE d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
   RETURNING w.merchant_id
 ), handed AS (
-  UPDATE webhook_waits w SET hand = w.hand + 1, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
+  UPDATE webhook_waits w SET hand = ${NEW_HAND}, parked = false, pick_at = now() + $2::float8 * interval '1 millisecond'
   FROM decided d WHERE NOT d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
   RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.headers::text AS headers, w.pick_at::text AS lease_end, ${CONTENT} AS content
 )

@@ -20,6 +20,10 @@ describe('a pick whose answer was lost after its commit', () => {
     headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: webhookId },
   });
 
+  /** A wait's hand now (each hand is drawn anew, 0033: a later one is greater). */
+  const handOf = async (webhookId: string) =>
+    (await postgres.database.query<{ hand: number }>('SELECT hand FROM webhook_waits WHERE webhook_id = $1', [webhookId])).rows[0]!.hand;
+
   it('leaves its waits to the next pick, not to the end of their lease; a wait handed back by a pick answered is left leased', async () => {
     const store = new WaitStore(postgres.database);
     // The next statement or transaction through `lossy` is committed, and its answer lost.
@@ -37,17 +41,19 @@ describe('a pick whose answer was lost after its commit', () => {
     await store.write([due('evt_pick_answered')], []);
     expect((await lossy.pick(10, LEASE_MS)).handed.map((w) => w.webhookId)).toEqual(['evt_pick_answered']);
     await store.write([due('evt_pick_lost')], []);
+    const written = await handOf('evt_pick_lost');
     loseNext = true;
     await expect(lossy.pick(10, LEASE_MS)).rejects.toThrow('Connection terminated unexpectedly');
     // Committed: leased with a new hand, handed back nowhere.
     const { rows } = await postgres.database.query<{ hand: number; leased: boolean }>(
       "SELECT hand, pick_at > now() + interval '50 seconds' AS leased FROM webhook_waits WHERE webhook_id = 'evt_pick_lost'",
     );
-    expect(rows).toEqual([{ hand: 1, leased: true }]);
+    expect(rows).toEqual([{ hand: expect.any(Number), leased: true }]);
+    expect(rows[0]!.hand).toBeGreaterThan(written);
 
     // The next pick hands it back (a new hand), and only it: the one handed back before keeps its lease.
     const next = await lossy.pick(10, LEASE_MS);
-    expect(next.handed.map((w) => [w.webhookId, w.hand])).toEqual([['evt_pick_lost', 2]]);
+    expect(next.handed.map((w) => [w.webhookId, w.hand > rows[0]!.hand])).toEqual([['evt_pick_lost', true]]);
     expect((await lossy.pick(10, LEASE_MS)).handed).toEqual([]);
   });
 
@@ -58,7 +64,9 @@ describe('a pick whose answer was lost after its commit', () => {
       transaction: async () => Promise.reject(new Error('connect ECONNREFUSED')),
     });
     await store.write([due('evt_pick_refused')], []);
+    const written = await handOf('evt_pick_refused');
     await expect(failing.pick(10, LEASE_MS)).rejects.toThrow('ECONNREFUSED');
-    expect((await store.pick(10, LEASE_MS)).handed.map((w) => [w.webhookId, w.hand])).toEqual([['evt_pick_refused', 1]]);
+    expect(await handOf('evt_pick_refused')).toBe(written);
+    expect((await store.pick(10, LEASE_MS)).handed.map((w) => [w.webhookId, w.hand > written])).toEqual([['evt_pick_refused', true]]);
   });
 });

@@ -61,13 +61,14 @@ describe('a due wait whose pick PostgreSQL refuses', () => {
       await refuse(harness, 'UPDATE', poison.id);
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', poison.id));
       await waitFor('its wait written', async () => (await waitsOf(harness)).length === 1, 10_000);
+      const [written] = await waitsOf(harness);
       const { messageId: otherId } = await harness.publisher.publish(sampleEvent('payout', other.id));
       // Its retry, due after the refused one: handed back, delivered, its wait ended.
       await waitFor('the other delivered on its retry', () => receiver.requests.length >= 2, 10_000);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([otherId, otherId]);
       await waitFor('its wait ended', async () => (await waitsOf(harness)).length === 1, 5_000);
-      // Nothing lost: the refused one's row stays as it was written (hand 0), its bytes with it.
-      expect(await waitsOf(harness)).toEqual([{ merchant_id: poison.id, webhook_id: messageId, hand: 0 }]);
+      // Nothing lost: the refused one's row stays as it was written (its first hand), its bytes with it.
+      expect(await waitsOf(harness)).toEqual([{ merchant_id: poison.id, webhook_id: messageId, hand: written!.hand }]);
       expect(failing.requests).toHaveLength(1);
     } finally {
       await harness.close();
@@ -87,11 +88,12 @@ describe("a parked wait whose probe PostgreSQL refuses (its circuit's probe time
       // the refusal first, as the scheduler's probe round may come before the next statement.
       await refuse(harness, 'UPDATE', 'm_poison_probe');
       await harness.waits.write([{ merchantId: 'm_poison_probe', webhookId: 'evt_parked', endpointId: 'ep_dead', hand: 0, attempt: 1, delayMs: 0, reason: 'retry', headers: { [HEADERS.webhookId]: 'evt_parked' }, content: Buffer.from('{}'), spanLeftMs: 3_600_000, circuitMs: 50 }], []);
+      const written = (await waitsOf(harness)).find((w) => w.merchant_id === 'm_poison_probe')!;
       const { messageId } = await harness.publisher.publish(sampleEvent('payout', other.id));
       await waitFor('delivered on its retry', () => receiver.requests.length >= 2, 10_000);
       expect(receiver.requests.map((r) => r.headers['webhook-id'])).toEqual([messageId, messageId]);
       // Nothing lost: the refused one stays parked in its row.
-      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe')).toEqual([{ merchant_id: 'm_poison_probe', webhook_id: 'evt_parked', hand: 0 }]);
+      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe')).toEqual([written]);
     } finally {
       await harness.close();
       await receiver.close();
@@ -113,12 +115,14 @@ describe("a parked wait whose probe PostgreSQL refuses, beside another open circ
       await refuse(harness, 'UPDATE', 'm_poison_probe_a');
       await harness.waits.write([parkedWait('m_poison_probe_a', 'evt_refused', 50)], []);
       await harness.waits.write([parkedWait('m_poison_probe_b', 'evt_other', 50)], []);
+      // As written: its update refused, it keeps its first hand (drawn at its insert, 0033).
+      const [refused] = await waitsOf(harness);
       await waitFor("the other circuit's probe handed back", async () => {
-        const [other] = await harness.database.query<{ hand: number }>("SELECT hand FROM webhook_waits WHERE merchant_id = 'm_poison_probe_b'");
-        return !other || other.hand > 0;
+        const [other] = await harness.database.query<{ parked: boolean }>("SELECT parked FROM webhook_waits WHERE merchant_id = 'm_poison_probe_b'");
+        return !other || !other.parked;
       }, 10_000);
       // Nothing lost: the refused one stays parked in its row, its circuit open.
-      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe_a')).toEqual([{ merchant_id: 'm_poison_probe_a', webhook_id: 'evt_refused', hand: 0 }]);
+      expect((await waitsOf(harness)).filter((w) => w.merchant_id === 'm_poison_probe_a')).toEqual([refused]);
     } finally {
       await harness.close();
     }

@@ -39,14 +39,20 @@ describe('a probe whose answer was lost after its commit', () => {
   const probeDue = (store: WaitStore, endpointId: string) =>
     waitFor(`${endpointId}'s probe time`, async () => (await store.probesDue(10, [])).some((c) => c.endpointId === endpointId));
 
-  /** The lost probe's commit: its wait leased with a new hand, not parked, and its circuit's next probe a lease away. */
-  async function expectLost(webhookId: string, endpointId: string): Promise<void> {
+  /** A wait's hand now (each hand is drawn anew, 0033: a later one is greater). */
+  const handOf = async (webhookId: string) =>
+    (await postgres.database.query<{ hand: number }>('SELECT hand FROM webhook_waits WHERE webhook_id = $1', [webhookId])).rows[0]!.hand;
+
+  /** The lost probe's commit: its wait leased with a new hand (after `written`), not parked, and its circuit's next probe a lease away. Returns that hand. */
+  async function expectLost(webhookId: string, endpointId: string, written: number): Promise<number> {
     const { rows } = await postgres.database.query<{ hand: number; parked: boolean; leased: boolean; later: boolean }>(
       `SELECT w.hand, w.parked, w.pick_at > now() + interval '50 seconds' AS leased, c.probe_at > now() + interval '50 seconds' AS later
        FROM webhook_waits w JOIN wait_circuits c USING (merchant_id, endpoint_id) WHERE w.webhook_id = $1 AND w.endpoint_id = $2`,
       [webhookId, endpointId],
     );
-    expect(rows).toEqual([{ hand: 1, parked: false, leased: true, later: true }]);
+    expect(rows).toEqual([{ hand: expect.any(Number), parked: false, leased: true, later: true }]);
+    expect(rows[0]!.hand).toBeGreaterThan(written);
+    return rows[0]!.hand;
   }
 
   it('hands its wait back as the next probe, not a lease later; a probe answered keeps its lease', async () => {
@@ -57,14 +63,15 @@ describe('a probe whose answer was lost after its commit', () => {
     expect((await lossy.probe(10, LEASE_MS)).handed.map((w) => w.webhookId)).toEqual(['evt_probe_answered']);
 
     await store.write([parked('evt_probe_lost', 'ep_lost')], []);
+    const written = await handOf('evt_probe_lost');
     await probeDue(store, 'ep_lost');
     loseNext();
     await expect(lossy.probe(10, LEASE_MS)).rejects.toThrow('Connection terminated unexpectedly');
-    await expectLost('evt_probe_lost', 'ep_lost');
+    const lostHand = await expectLost('evt_probe_lost', 'ep_lost', written);
 
     // The next probe hands it back (a new hand), as the probe, and only it: the one answered keeps its lease.
     const next = await lossy.probe(10, LEASE_MS);
-    expect(next.handed.map((w) => [w.webhookId, w.hand, w.probe])).toEqual([['evt_probe_lost', 2, true]]);
+    expect(next.handed.map((w) => [w.webhookId, w.hand > lostHand, w.probe])).toEqual([['evt_probe_lost', true, true]]);
     expect(next.idle).toEqual([]);
     expect((await lossy.probe(10, LEASE_MS)).handed).toEqual([]);
   });
@@ -73,28 +80,32 @@ describe('a probe whose answer was lost after its commit', () => {
     const store = new WaitStore(postgres.database);
     const { lossy, loseNext } = lossyStore();
     await store.write([parked('evt_probe_picked', 'ep_picked')], []);
+    const written = await handOf('evt_probe_picked');
     await probeDue(store, 'ep_picked');
     loseNext();
     await expect(lossy.probe(10, LEASE_MS)).rejects.toThrow('Connection terminated unexpectedly');
-    await expectLost('evt_probe_picked', 'ep_picked');
+    const lostHand = await expectLost('evt_probe_picked', 'ep_picked', written);
 
     expect(await lossy.pick(10, LEASE_MS)).toEqual({ handed: [], parked: 0 });
     const { rows } = await postgres.database.query<{ parked: boolean }>("SELECT parked FROM webhook_waits WHERE webhook_id = 'evt_probe_picked'");
     expect(rows).toEqual([{ parked: true }]);
     const next = await lossy.probe(10, LEASE_MS);
-    expect(next.handed.map((w) => [w.webhookId, w.hand, w.probe])).toEqual([['evt_probe_picked', 2, true]]);
+    expect(next.handed.map((w) => [w.webhookId, w.hand > lostHand, w.probe])).toEqual([['evt_probe_picked', true, true]]);
   });
 
   it('its circuit closed meanwhile: its wait is due at once, and the pick hands it back', async () => {
     const store = new WaitStore(postgres.database);
     const { lossy, loseNext } = lossyStore();
     await store.write([parked('evt_probe_closed', 'ep_closed')], []);
+    const written = await handOf('evt_probe_closed');
     await probeDue(store, 'ep_closed');
     loseNext();
     await expect(lossy.probe(10, LEASE_MS)).rejects.toThrow('Connection terminated unexpectedly');
+    const lostHand = await handOf('evt_probe_closed');
+    expect(lostHand).toBeGreaterThan(written);
     await store.closeCircuits([{ merchantId: 'm_probe_lost', endpointId: 'ep_closed' }]);
 
     const { handed } = await lossy.pick(10, LEASE_MS);
-    expect(handed.map((w) => [w.webhookId, w.hand, w.probe])).toEqual([['evt_probe_closed', 2, undefined]]);
+    expect(handed.map((w) => [w.webhookId, w.hand > lostHand, w.probe])).toEqual([['evt_probe_closed', true, undefined]]);
   });
 });

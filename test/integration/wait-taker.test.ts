@@ -16,14 +16,16 @@ describe('taking hand-backs of waits to their attempts', () => {
       })),
       [],
     );
+    const written = (await postgres.database.query<{ hand: number }>("SELECT hand FROM webhook_waits WHERE webhook_id = 'evt_take_1'")).rows[0]!.hand;
     const { handed: picked } = await store.pick(10, 60_000);
-    expect(picked.map((w) => w.hand)).toEqual([1, 1, 1]);
+    // Each a new hand, drawn after the one its row was written with (0033).
+    expect(picked.map((w) => w.hand > written)).toEqual([true, true, true]);
     const taker = new WaitTaker(store, 60_000);
     statements = 0;
     const taken = await Promise.all([
       ...picked.map((w) => taker.take({ merchantId: w.merchantId, webhookId: w.webhookId, hand: w.hand })),
       // A stale copy: the hand before the pick.
-      taker.take({ merchantId: 'm_take', webhookId: 'evt_take_1', hand: 0 }),
+      taker.take({ merchantId: 'm_take', webhookId: 'evt_take_1', hand: written }),
       // A wait that does not exist (ended).
       taker.take({ merchantId: 'm_take', webhookId: 'evt_gone', hand: 1 }),
     ]);
@@ -33,7 +35,7 @@ describe('taking hand-backs of waits to their attempts', () => {
     expect((await store.pick(10, 60_000)).handed).toEqual([]);
     // A take of a later turn goes in a statement of its own, and still finds its hand.
     statements = 0;
-    expect(await taker.take({ merchantId: 'm_take', webhookId: 'evt_take_2', hand: 1 })).toBe('taken');
+    expect(await taker.take({ merchantId: 'm_take', webhookId: 'evt_take_2', hand: picked.find((w) => w.webhookId === 'evt_take_2')!.hand })).toBe('taken');
     expect(statements).toBe(1);
   });
 
@@ -69,8 +71,8 @@ describe('taking hand-backs of waits to their attempts', () => {
     const [retried, ended, live] = ['evt_spent_retried', 'evt_spent_ended', 'evt_live'];
     await store.write([put(retried, 1), put(ended, 1), put(live, 1)], []);
     const { handed } = await store.pick(10, 60_000, { only: [retried, ended, live].map((webhookId) => ({ merchantId: 'm_spent', webhookId, endpointId: '' })) });
-    expect(handed.map((w) => w.hand)).toEqual([1, 1, 1]);
-    const takes = [retried, ended].map((webhookId) => ({ merchantId: 'm_spent', webhookId, hand: 1 }));
+    const handOf = (webhookId: string) => handed.find((w) => w.webhookId === webhookId)!.hand;
+    const takes = [retried, ended].map((webhookId) => ({ merchantId: 'm_spent', webhookId, hand: handOf(webhookId) }));
     for (let n = 0; n < WAIT_TAKE_LIMIT; n++) await store.take(takes, 60_000);
     expect([...(await store.take(takes, 60_000)).values()]).toEqual(['spent', 'spent']);
     const row = async (webhookId: string) =>
@@ -78,12 +80,13 @@ describe('taking hand-backs of waits to their attempts', () => {
         'SELECT hand, attempt, takes, pick_at IS NOT NULL AS picked FROM webhook_waits WHERE webhook_id = $1', [webhookId])).rows[0];
     // The copies moved back: one's attempt failed (a new wait of its key), the other's ended.
     await store.write([put(retried, 2), put(live, 2)], [{ merchantId: 'm_spent', webhookId: ended, hand: 0 }, { merchantId: 'm_spent', webhookId: live, hand: 0 }]);
-    expect(await row(retried)).toEqual({ hand: 2, attempt: 2, takes: 0, picked: true });
+    expect(await row(retried)).toEqual({ hand: expect.any(Number), attempt: 2, takes: 0, picked: true });
+    expect((await row(retried))!.hand).toBeGreaterThan(handOf(retried));
     expect(await row(ended)).toBeUndefined();
     expect((await postgres.database.query('SELECT 1 FROM webhook_bodies WHERE webhook_id = $1', [ended])).rows).toHaveLength(0);
     // A live row is its own: a redelivered first attempt's wait and a moved-back copy's end leave it.
-    expect(await row(live)).toEqual({ hand: 1, attempt: 1, takes: 0, picked: true });
+    expect(await row(live)).toEqual({ hand: handOf(live), attempt: 1, takes: 0, picked: true });
     // The spent hand's copies are stale now.
-    expect(await store.take([{ merchantId: 'm_spent', webhookId: retried, hand: 1 }], 60_000)).toEqual(new Map());
+    expect(await store.take([{ merchantId: 'm_spent', webhookId: retried, hand: handOf(retried) }], 60_000)).toEqual(new Map());
   });
 });
