@@ -41,7 +41,7 @@ describe('waits of a merchant whose circuit is open', () => {
       settings: { breakerThreshold: 2, breakerCooldownMs: 1_000, perEndpointConcurrency: 1 },
     });
     try {
-      const handSum = await handChanges(harness, 'm_dead');
+      const handCount = await handChanges(harness, 'm_dead');
       const ids: string[] = [];
       for (let i = 0; i < 20; i++) ids.push((await harness.publisher.publish(sampleEvent('payout', deadMerchant.id))).messageId);
       // Two real attempts (one at a time) open its circuit; the others wait (postponed, or set
@@ -53,7 +53,7 @@ describe('waits of a merchant whose circuit is open', () => {
 
       // A window of 3 s: the dead merchant's waits do not go round dispatch.
       const handed = harness.scheduler.stats.handed;
-      const hands = await handSum();
+      const hands = await handCount();
       const attempts = dead.requests.length;
       const started = Date.now();
       await harness.publisher.publish(sampleEvent('payout', okMerchant.id));
@@ -65,7 +65,7 @@ describe('waits of a merchant whose circuit is open', () => {
       const probes = dead.requests.length - attempts;
       expect(probes).toBeLessThanOrEqual(3);
       expect(harness.scheduler.stats.handed - handed).toBeLessThanOrEqual(2 * probes + 4);
-      expect((await handSum()) - hands).toBeLessThanOrEqual(4 * probes + 8);
+      expect((await handCount()) - hands).toBeLessThanOrEqual(4 * probes + 8);
       expect(await harness.test.messageCount(harness.names.dispatch)).toBeLessThanOrEqual(1);
       const parked = await harness.database.query<{ n: string }>("SELECT count(*) AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND parked");
       expect(Number(parked[0]!.n)).toBeGreaterThanOrEqual(19);
@@ -197,7 +197,7 @@ describe('waits of a merchant whose circuit is open', () => {
       throttle: true,
     });
     try {
-      const handSum = await handChanges(harness, 'm_dead');
+      const handCount = await handChanges(harness, 'm_dead');
       // As bench/dead-merchant.ts: waits of a merchant dead for hours (1,000, due over the next 10 s),
       // inserted straight into the table; no circuit row yet, and a dispatcher that knows nothing.
       await harness.database.query(
@@ -219,7 +219,7 @@ describe('waits of a merchant whose circuit is open', () => {
 
       // A window of 5 s, its new webhooks arriving 20 a second while its waits fall due.
       const handed = harness.scheduler.stats.handed;
-      const hands = await handSum();
+      const hands = await handCount();
       const attempts = dead.requests.length;
       const throttled = harness.dispatcher.stats.throttled;
       const postponed = harness.dispatcher.stats.circuitOpen;
@@ -233,7 +233,7 @@ describe('waits of a merchant whose circuit is open', () => {
       const probes = dead.requests.length - attempts;
       expect(probes).toBeLessThanOrEqual(5);
       expect(harness.scheduler.stats.handed - handed).toBeLessThanOrEqual(2 * probes + 4);
-      expect((await handSum()) - hands).toBeLessThanOrEqual(4 * probes + 8);
+      expect((await handCount()) - hands).toBeLessThanOrEqual(4 * probes + 8);
       // Its new webhooks were postponed by the circuit, not given places in the throttle's queue at
       // the lowered rate (far ahead, and past the circuit: the probe's success does not bring them back).
       expect(harness.dispatcher.stats.circuitOpen - postponed).toBeGreaterThanOrEqual(95);
