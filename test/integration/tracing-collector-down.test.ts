@@ -1,5 +1,5 @@
 /**
- * @runs-quiet times 1,500 deliveries beside a collector that never answers: the parallel files take the cores it times
+ * @runs-alone times 1,500 deliveries beside a collector that never answers: the parallel files take the cores it times
  */
 import { sampleEvent } from '../../libs/contracts/index.js';
 import { inSpan, startTracing, type Tracing } from '../../libs/tracing/index.js';
