@@ -50,36 +50,27 @@ export function clusterThroughput(
   concurrency: number,
 ): Promise<{ rate: number; cores: Record<string, number> }> {
   // The merchant, in a database of the run's own.
-  return withDatabase(`cluster${dispatchers}`, (databaseUrl) => clusterThroughputOn(databaseUrl, urls, receiver, total, dispatchers, concurrency));
-}
-
-async function clusterThroughputOn(
-  databaseUrl: string,
-  urls: string[],
-  receiver: ReceiverProcess,
-  total: number,
-  dispatchers: number,
-  concurrency: number,
-): Promise<{ rate: number; cores: Record<string, number> }> {
-  const prefix = benchPrefix(`cluster${dispatchers}`);
-  await fillDispatch(urls[0]!, prefix, total, () => 'm_bench');
-  await receiver.reset();
-  const programs: ProgramProcess[] = [];
-  for (let i = 0; i < dispatchers; i++) {
-    // First attempts only (the receiver answers 204 to all): no retry schedule.
-    programs.push(await startBenchDispatcher(urls.join(','), prefix, receiver, concurrency, databaseUrl, { RETRY_SCHEDULE: '' }));
-  }
-  let cores: Record<string, number> = {};
-  try {
-    await until('first delivery', async () => (await receiver.stats()).count > 0, 60_000, 10);
-    const pids = Object.fromEntries(programs.map((p, i) => [`dispatcher${i + 1}`, p.child.pid]));
-    ({ cores } = await coresDuring({ ...pids, receiver: receiver.pid, ...nodePids() }, () =>
-      until('all deliveries', async () => (await receiver.stats()).count >= total, 300_000, 50),
-    ));
-  } finally {
-    await Promise.all(programs.map((p) => p.stop()));
-  }
-  const stats = await receiver.stats();
-  await deleteTopology(urls[0]!, prefix);
-  return { rate: total / ((stats.last - stats.first) / 1000), cores };
+  return withDatabase(`cluster${dispatchers}`, async (databaseUrl) => {
+    const prefix = benchPrefix(`cluster${dispatchers}`);
+    await fillDispatch(urls[0]!, prefix, total, () => 'm_bench');
+    await receiver.reset();
+    const programs: ProgramProcess[] = [];
+    for (let i = 0; i < dispatchers; i++) {
+      // First attempts only (the receiver answers 204 to all): no retry schedule.
+      programs.push(await startBenchDispatcher(urls.join(','), prefix, receiver, concurrency, databaseUrl, { RETRY_SCHEDULE: '' }));
+    }
+    let cores: Record<string, number> = {};
+    try {
+      await until('first delivery', async () => (await receiver.stats()).count > 0, 60_000, 10);
+      const pids = Object.fromEntries(programs.map((p, i) => [`dispatcher${i + 1}`, p.child.pid]));
+      ({ cores } = await coresDuring({ ...pids, receiver: receiver.pid, ...nodePids() }, () =>
+        until('all deliveries', async () => (await receiver.stats()).count >= total, 300_000, 50),
+      ));
+    } finally {
+      await Promise.all(programs.map((p) => p.stop()));
+    }
+    const stats = await receiver.stats();
+    await deleteTopology(urls[0]!, prefix);
+    return { rate: total / ((stats.last - stats.first) / 1000), cores };
+  });
 }
