@@ -65,21 +65,13 @@ export function undecodableQuery(url: string): string | undefined {
   if (at < 0) return undefined;
   for (const pair of url.slice(at + 1).split('&')) {
     const eq = pair.indexOf('=');
+    if (eq < 0) continue;
     // Each run of %XX is whole characters or none: what sits between runs is ASCII, never part of one.
+    // decodeURIComponent refuses a run that is not UTF-8, as it refuses such a path segment (decodes()).
     const runs = pair.slice(eq + 1).match(/(?:%[0-9A-Fa-f]{2})+/g) ?? [];
-    if (eq >= 0 && !runs.every((run) => isUtf8(Buffer.from(run.replaceAll('%', ''), 'hex')))) return unescapeQuery(pair.slice(0, eq));
+    if (!runs.every(decodes)) return unescapeQuery(pair.slice(0, eq));
   }
   return undefined;
-}
-
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    UTF8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function decodes(segment: string): boolean {
