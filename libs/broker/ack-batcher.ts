@@ -1,12 +1,11 @@
 import type { Channel, Message } from 'amqplib';
 
 /**
- * Coalesces one consumer channel's acks: those of one event-loop turn go out as one `multiple` ack
- * up to the highest tag with nothing unsettled below it, the rest one by one. Fewer frames (each
- * quorum-queue ack is a Raft command), and a slow delivery never holds back the acks of later ones.
+ * Coalesces a channel's acks: one event-loop turn's go out as one `multiple` ack up to the highest
+ * tag with nothing unsettled below it (each quorum-queue ack is a Raft command), the rest one by one.
  */
 export class AckBatcher {
-  /** Lowest delivery tag not yet settled with the broker (tags start at 1 on every channel). */
+  /** Lowest delivery tag not yet settled (tags start at 1 on every channel). */
   private floor = 1;
   private readonly done = new Set<number>();
   private readonly settled = new Set<number>();
@@ -22,18 +21,14 @@ export class AckBatcher {
     }
   }
 
-  /**
-   * A basic.reject, not a basic.nack: RabbitMQ 4.3 counts a nack's return toward no delivery limit
-   * (a reject's, like a crash's, it does; 3.10 to 4.2 count both), so every return to `dispatch`
-   * stays bounded by its x-delivery-limit. Without requeue both dead-letter the same way.
-   */
+  /** A basic.reject, not a nack: RabbitMQ 4.3 counts only a reject's return toward the x-delivery-limit. */
   nack(tag: number, requeue: boolean): void {
     this.flush();
     this.settled.add(tag);
     try {
       this.channel.reject(asMessage(tag), requeue);
     } catch {
-      // The channel is gone: as in flush().
+      // As in flush().
     }
   }
 

@@ -1,4 +1,3 @@
-/** What amqplib does not give a connection of its own: a named refused login, and a way to cut it. */
 import type { ChannelModel } from 'amqplib';
 
 /** Cuts a connection whose close the broker did not answer; with an error, so amqplib stops its heartbeat and settles its waiters. */
@@ -17,11 +16,7 @@ interface Muxed {
   connection?: { stream?: { cork?: () => void; uncork?: () => void }; muxer?: { _readIncoming?: () => void } };
 }
 
-/**
- * amqplib writes each frame to the socket on its own, a syscall per ack or publish (BENCHMARKS.md
- * 17): corked across one run of its muxer, one turn's frames go out as one writev. Left as it is
- * when amqplib's insides are not what this expects.
- */
+/** amqplib writes each frame on its own: corked across one run of its muxer, a turn's frames go out as one writev. */
 export function coalesceWrites(model: ChannelModel): void {
   const { stream, muxer } = (model as unknown as Muxed).connection ?? {};
   const read = muxer?._readIncoming;

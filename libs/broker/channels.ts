@@ -1,7 +1,7 @@
 import type { Channel } from 'amqplib';
 import { within } from '../runtime/timers.js';
 
-/** An AMQP method's frame id as amqplib numbers it (amqplib does not export its table). */
+/** An AMQP method's frame id as amqplib numbers it. */
 const method = (classId: number, methodId: number) => (classId << 16) | methodId;
 
 /** Unasked frames: content (no id), basic.deliver, basic.return, the content header (60), basic.ack, basic.nack, basic.cancel, channel.close. */
@@ -13,10 +13,9 @@ interface ChannelInternals {
 }
 
 /**
- * amqplib (2.3) calls the handler of the RPC it waits for on any other frame, without checking
- * there is one. RabbitMQ 3.10 answers a basic.cancel twice when its quorum queue is deleted
- * meanwhile: the second throws "reply is not a function" out of the frame loop and amqplib tears
- * the whole connection down. A reply nobody waits for carries nothing, so it is dropped instead.
+ * amqplib passes any other frame to the RPC reply it waits for, without checking there is one:
+ * RabbitMQ 3.10 answers a basic.cancel twice when its quorum queue is deleted meanwhile, and the
+ * second ("reply is not a function") tore the connection down. It carries nothing: dropped.
  */
 export function ignoreUnsolicitedReplies(channel: Channel, onDropped?: (method: number | undefined) => void): void {
   const internals = channel as unknown as ChannelInternals;

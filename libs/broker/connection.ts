@@ -11,19 +11,16 @@ import { ReturnTracker } from './return-tracker.js';
 import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS, CLOSE_STEP_MS } from './timing.js';
 import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
 
-export type { Consumer, ConsumeOptions, Delivery, Reader, ReaderOptions } from './consumers.js';
-
 type Publishing = { channel: ConfirmChannel; returns: ReturnTracker };
 
 export interface BrokerConnectionOptions {
-  /** One URL, or a cluster's nodes: taken in a shuffled order (replicas spread), on loss the next that answers. */
+  /** One URL, or a cluster's nodes: tried in a shuffled order (replicas spread). */
   url: string | readonly string[];
-  /** The connection's name in the RabbitMQ console, with the node's host:port. */
   name: string;
   logger: Logger;
   /** Declares the topology after every (re)connect, before consumers start; each `openChannel` is a fresh channel (a 406 closes its own). */
   declare?: (openChannel: () => Promise<Channel>) => Promise<void>;
-  /** How long a publish waits for a connection before failing with BrokerUnavailableError. */
+  /** How long a publish waits for a connection (BrokerUnavailableError past it). */
   publishWaitMs?: number;
 }
 
@@ -47,10 +44,10 @@ export class BrokerConnection extends EventEmitter {
   private connecting = false;
   private reconnectTimer?: NodeJS.Timeout;
   private firstConnect?: { resolve: () => void; reject: (err: Error) => void };
-  /** The connection being set up, not yet in use: close() must not leave it behind. */
+  /** Being set up: close() must not leave it behind. */
   private pending?: ChannelModel;
   private redeclaring?: Promise<void>;
-  /** host:port of the node this connection is on. */
+  /** host:port */
   node?: string;
   private readonly host: ConsumerHost;
 
@@ -98,7 +95,6 @@ export class BrokerConnection extends EventEmitter {
     }
   }
 
-  /** One connection attempt, to the next URL in turn. */
   private async connect(): Promise<void> {
     if (this.closing || this.connecting) return;
     this.connecting = true;
@@ -116,7 +112,6 @@ export class BrokerConnection extends EventEmitter {
           timeout: 10_000,
         });
       } catch (err) {
-        // Permanent: the program stops at once and says so.
         if (isAccessRefused(err)) this.fatal = new Error(`RabbitMQ refused the login (ACCESS_REFUSED) at ${redacted(url)}: check the user and password in RABBITMQ_URL`);
         throw err;
       }
@@ -124,11 +119,10 @@ export class BrokerConnection extends EventEmitter {
       coalesceWrites(model);
       // Before anything else: an unheard error during setup (541, a node dying under a stream consume) ends the process.
       model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));
-      const opened = model;
       let closed = false;
       model.on('close', (err?: Error) => {
         closed = true;
-        this.lost(opened, err);
+        this.lost(model!, err);
       });
       if (this.closing) throw new BrokerUnavailableError('closed while connecting');
       await this.setup(model);
@@ -181,10 +175,7 @@ export class BrokerConnection extends EventEmitter {
     }, delay);
   }
 
-  /**
-   * Declares the topology again now: a publish returned unroutable names a queue an operator
-   * deleted, and waiting for a reconnect would hold the message until its delivery limit parks it.
-   */
+  /** Declares the topology again now: an operator deleted a queue, which a reconnect would be too late to restore. */
   declareAgain(): Promise<void> {
     const model = this.current;
     if (!model || !this.options.declare) return Promise.resolve();
@@ -195,10 +186,9 @@ export class BrokerConnection extends EventEmitter {
   }
 
   private async declareOn(model: ChannelModel): Promise<void> {
-    if (!this.options.declare) return;
     const opened: Channel[] = [];
     try {
-      await this.options.declare(async () => {
+      await this.options.declare?.(async () => {
         const channel = await this.newChannel(model);
         channel.on('error', () => {});
         opened.push(channel);
@@ -237,8 +227,7 @@ export class BrokerConnection extends EventEmitter {
   private watch(model: ChannelModel, channel: Channel, role: string): void {
     channel.on('error', (err: Error) => {
       this.options.logger.warn('broker channel error', { connection: this.options.name, role, error: err.message });
-      // A publish to an exchange an operator deleted (404 NOT_FOUND; a missing queue is a return):
-      // declared again now, the next publish lands instead of failing until a reconnect.
+      // A publish to a deleted exchange (a deleted queue is a return instead).
       if (role === 'publish' && (err as { code?: unknown }).code === 404) void this.declareAgain().catch(() => {});
     });
     channel.on('close', () => {
@@ -248,7 +237,6 @@ export class BrokerConnection extends EventEmitter {
     });
   }
 
-  /** Every channel opens here (see ignoreUnsolicitedReplies). */
   private async newChannel(model: ChannelModel, confirm = false): Promise<Channel> {
     const channel = confirm ? await model.createConfirmChannel() : await model.createChannel();
     ignoreUnsolicitedReplies(channel, (method) =>
@@ -265,7 +253,7 @@ export class BrokerConnection extends EventEmitter {
     return consumerHandle(this.host, state);
   }
 
-  /** A consumer on a channel of its own for a one-off read (a stream entry, a probe): not resumed after a reconnect. */
+  /** A one-off read on a channel of its own: not resumed after a reconnect. */
   async openReader(queue: string, options: ReaderOptions): Promise<Reader> {
     if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
     return openReader(this.host, this.current, queue, options);
@@ -289,10 +277,9 @@ export class BrokerConnection extends EventEmitter {
   }
 
   /**
-   * Publishes `mandatory` and resolves once confirmed, waiting for a reconnect if needed; a message
-   * routed nowhere fails with BrokerUnroutableError (a confirm alone does not say it was stored).
-   * Past `deadlineMs` (flow control) it fails with BrokerUnavailableError, yet may still be stored
-   * later: callers whose retry would duplicate it leave the deadline out.
+   * Publishes `mandatory` and resolves once confirmed, waiting for a reconnect if needed; routed
+   * nowhere: BrokerUnroutableError. Past `deadlineMs` it fails yet may still be stored later: callers
+   * whose retry would duplicate it leave the deadline out.
    */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
     const started = Date.now();
@@ -313,8 +300,7 @@ export class BrokerConnection extends EventEmitter {
           if (err) {
             this.renewPublishChannel(channel);
             reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
-          }
-          else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
+          } else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
           else resolve();
         });
       } catch (err) {
@@ -325,10 +311,7 @@ export class BrokerConnection extends EventEmitter {
     });
   }
 
-  /**
-   * Replaces the publish channel after a nack: on RabbitMQ 3.10 a channel that first published to a
-   * quorum queue whose leader was a dead node is nacked for as long as it lives, a new one is not.
-   */
+  /** After a nack: on RabbitMQ 3.10 a channel that published to a quorum queue whose leader died is nacked for as long as it lives. */
   private renewPublishChannel(stale: ConfirmChannel): void {
     const model = this.current;
     if (!model || this.publishing?.channel !== stale || this.renewing) return;
@@ -342,7 +325,6 @@ export class BrokerConnection extends EventEmitter {
         const publishing = await this.openPublishChannel(model);
         if (this.current === model) this.usePublishChannel(publishing);
       } catch {
-        // The connection is going: reconnecting rebuilds every channel.
         model.close().catch(() => {});
       } finally {
         this.renewing = false;
@@ -362,7 +344,7 @@ export class BrokerConnection extends EventEmitter {
     return channel;
   }
 
-  /** Safe twice; cancel consumers and drain first. Bounded by `timeoutMs`: then the socket is destroyed. */
+  /** Safe twice. Bounded by `timeoutMs`: then the socket is destroyed. */
   async close(timeoutMs = 5_000): Promise<void> {
     if (this.closing) return this.closed;
     this.closing = true;
@@ -370,7 +352,7 @@ export class BrokerConnection extends EventEmitter {
       const deadline = Date.now() + timeoutMs;
       clearTimeout(this.reconnectTimer);
       for (const wake of this.waiters.splice(0)) wake();
-      // Consumer channels first, awaiting close-ok: acks in flight when a connection drops are lost, not on a channel close.
+      // Consumer channels first, awaiting close-ok: acks in flight on a dropped connection are lost.
       const step = Math.min(CLOSE_STEP_MS, timeoutMs / 2);
       await Promise.all(
         [...this.consumerChannels].map(([channel, { acks, tags }]) => {

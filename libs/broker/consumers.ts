@@ -1,4 +1,3 @@
-/** A connection's consumers (resumed after every reconnect) and one-off readers; the connection keeps the registry. */
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '../logger/index.js';
 import { AckBatcher } from './ack-batcher.js';
@@ -12,13 +11,13 @@ export interface Delivery {
   /** False once the channel it came on is gone: the broker has already returned it to its queue. */
   readonly live: boolean;
   ack(): void;
-  /** Requeue only for transient broker trouble, never in a loop; sent as a basic.reject, which every version counts toward the queue's delivery limit (AckBatcher). */
+  /** Requeue only for transient broker trouble, never in a loop. */
   nack(requeue: boolean): void;
 }
 
 export interface ConsumeOptions {
   prefetch: number;
-  /** Consume arguments, computed at every (re)connect, e.g. a stream offset to resume from. */
+  /** Computed at every (re)connect, e.g. a stream offset to resume from. */
   arguments?: () => Record<string, unknown>;
   onMessage: (delivery: Delivery) => void;
 }
@@ -26,7 +25,7 @@ export interface ConsumeOptions {
 export interface Consumer {
   /** Stops new deliveries; those handed out can still be acked. */
   cancel(): Promise<void>;
-  /** Cancels, then closes the channel (once every delivery is acked): safe twice. */
+  /** Cancels, then closes the channel: safe twice. */
   close(): Promise<void>;
 }
 
@@ -35,7 +34,6 @@ export interface ReaderOptions {
   arguments?: Record<string, unknown>;
   /** Each entry, acked already; null when the broker cancelled the read (the queue was deleted). */
   onMessage(message: ConsumeMessage | null): void;
-  /** The channel closed under the read (not by `close()`). */
   onClose?(): void;
 }
 
@@ -49,7 +47,7 @@ export interface ConsumerState {
   cancelled: boolean;
 }
 
-/** What consumers use of their connection (BrokerConnection's fields of the same names). */
+/** BrokerConnection's fields of the same names. */
 export interface ConsumerHost {
   readonly logger: Logger;
   readonly consumers: Set<ConsumerState>;
@@ -84,7 +82,7 @@ export async function startConsumer(host: ConsumerHost, model: ChannelModel, sta
     state.queue,
     (message) => {
       if (message === null) {
-        // The broker cancelled us (queue deleted or its leader moved): reconnecting re-declares and resumes.
+        // Queue deleted or its leader moved: reconnecting re-declares and resumes.
         tags.clear();
         host.logger.warn('broker cancelled consumer', { queue: state.queue });
         if (!state.cancelled) model.close().catch(() => {});
@@ -116,7 +114,6 @@ export function consumerHandle(host: ConsumerHost, state: ConsumerState): Consum
       const channel = state.channel;
       await cancel();
       if (!channel || host.retired.has(channel)) return;
-      // Closed on purpose: its close must not bring the connection down (see watch).
       host.retired.add(channel);
       host.consumerChannels.delete(channel);
       await within(CLOSE_STEP_MS, channel.close().catch(() => {}));

@@ -8,9 +8,8 @@ interface Pending {
 }
 
 /**
- * Matches basic.return frames to mandatory publishes: a return comes before its confirm, and carries
- * no delivery tag, so it goes to the oldest unconfirmed publish with the same exchange, routing key
- * and body (identical messages share one fate anyway).
+ * Matches basic.return frames (before the confirm, without a delivery tag) to the oldest unconfirmed
+ * mandatory publish with the same exchange, routing key and body (identical messages share one fate).
  */
 export class ReturnTracker {
   private readonly pending = new Set<Pending>();

@@ -4,9 +4,8 @@ import { NamedError } from '../runtime/named-error.js';
 
 /**
  * Addresses a webhook must never reach unless private targets are allowed: loopback, private, CGNAT,
- * link-local (cloud metadata), multicast, reserved, unspecified; in IPv6 also site-local, and the
- * ranges carrying an IPv4 address a relay may unwrap to a private one (NAT64, 6to4, Teredo, IPv4-compatible).
- * Exported: the dispatcher's NetworkPolicy (deploy/kubernetes) excepts each of them too, and its test checks it.
+ * link-local, multicast, reserved, unspecified; in IPv6 also site-local, and the ranges carrying an
+ * IPv4 address a relay may unwrap (NAT64, 6to4, Teredo). The NetworkPolicy's test reads them.
  */
 export const BLOCKED_RANGES: ReadonlyArray<readonly [string, number]> = [
   ['0.0.0.0', 8],
@@ -44,9 +43,8 @@ for (const [net, prefix] of BLOCKED_RANGES) {
 }
 
 /**
- * IPv6's reserved ::/8, as a whole: unspecified, loopback, IPv4-compatible, IPv4-mapped and SIIT's
- * IPv4-translated (::ffff:0:0:0/96, which a stateless translator unwraps to the IPv4 address); no
- * public address is in it. Apart: a BlockList rule for it also matches every plain IPv4 address.
+ * IPv6's reserved ::/8 (unspecified, loopback, IPv4-compatible, -mapped and -translated): no public
+ * address is in it. Apart: a BlockList rule for it also matches every plain IPv4 address.
  */
 export const RESERVED_V6 = ['::', 8] as const;
 const reservedV6 = new BlockList();
@@ -55,12 +53,11 @@ reservedV6.addSubnet(...RESERVED_V6, 'ipv6');
 export function isBlockedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return blocked.check(address, 'ipv4');
-  // IPv4-mapped too, whatever IPv4 it maps: a DNS name answering one is up to something.
   if (family === 6) return reservedV6.check(address, 'ipv6') || blocked.check(address, 'ipv6');
   return false;
 }
 
-/** Raised from the socket's DNS lookup, so the check holds for the address actually connected to. */
+/** Raised from the socket's DNS lookup, so the check holds for the address connected to. */
 export class BlockedAddressError extends NamedError {
   readonly code = 'EBLOCKEDADDRESS';
   constructor(readonly host: string, readonly address: string) {
@@ -70,7 +67,7 @@ export class BlockedAddressError extends NamedError {
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
-/** A dns.lookup that refuses blocked addresses at connect time: the address checked is the one the socket uses (no DNS rebinding). */
+/** A dns.lookup that refuses blocked addresses at connect time (no DNS rebinding). */
 export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
   dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err) return callback(err, []);
@@ -83,7 +80,7 @@ export function guardedLookup(hostname: string, options: object, callback: Looku
   });
 }
 
-/** A URL's hostname when it is an IP literal: those never go through DNS lookup, so are checked apart. */
+/** A URL's hostname when it is an IP literal, which never goes through DNS lookup. */
 export function literalAddress(hostname: string): string | undefined {
   const host = hostname.replace(/^\[|\]$/g, '');
   return isIP(host) ? host : undefined;

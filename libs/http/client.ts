@@ -9,11 +9,11 @@ export interface WebhookRequest {
 export interface WebhookResponse {
   status: number;
   headers: Record<string, string | string[] | undefined>;
-  /** The first `responseBodyBytes` bytes of the body as UTF-8, when the client was asked to keep them. */
+  /** The first `responseBodyBytes` bytes of the body, when the client keeps them. */
   body?: string;
 }
 
-/** The only HTTP the dispatcher does: any status the merchant answers resolves; no answer throws. Tests pass a fake. */
+/** Any status the merchant answers resolves; no answer throws. */
 export interface WebhookHttpClient {
   post(request: WebhookRequest): Promise<WebhookResponse>;
   close(): void;

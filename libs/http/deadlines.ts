@@ -3,14 +3,12 @@ export interface Deadlined {
   deadline: number;
   newer: Deadlined | undefined;
   older: Deadlined | undefined;
-  /** Called once, when the deadline passes before remove(). */
   expire(): void;
 }
 
 /**
- * Every attempt's deadline under one timer: a timer per request cost more CPU than the rest of the
- * client. Attempts share a timeout, so the list stays sorted by adding at the end. The timer is armed
- * for the earliest deadline only (a removal leaves it armed); when it fires it expires what is due.
+ * Every attempt's deadline under one timer (a timer per request cost more CPU than the rest of the
+ * client), armed for the earliest deadline only; attempts share a timeout, so adding at the end sorts.
  */
 export class Deadlines {
   private oldest: Deadlined | undefined;
@@ -22,7 +20,6 @@ export class Deadlines {
   add(item: Deadlined, timeoutMs: number): void {
     const deadline = performance.now() + timeoutMs;
     item.deadline = deadline;
-    // From the newest back: with one timeout for every attempt this stops at once.
     let before = this.newest;
     while (before && before.deadline > deadline) before = before.older;
     item.older = before;
@@ -54,7 +51,6 @@ export class Deadlines {
     clearTimeout(this.timer);
     this.armedFor = at;
     this.timer = setTimeout(this.sweep, Math.max(1, Math.ceil(at - performance.now())));
-    // The requests hold the process open, not their deadlines.
     this.timer.unref();
   }
 

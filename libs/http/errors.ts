@@ -5,12 +5,10 @@
 export const ATTEMPT_ERROR_CLASSES = ['blocked_address', 'dns_failure', 'connection_refused', 'timeout', 'tls_error', 'network_error', 'http_<status>'] as const;
 export type AttemptErrorClass = 'blocked_address' | 'dns_failure' | 'connection_refused' | 'timeout' | 'tls_error' | 'network_error' | `http_${number}`;
 
-/** One delivery attempt did not succeed; the dispatcher retries it on the schedule. */
 export abstract class DeliveryFailedError extends Error {
-  /** The HTTP status, when the merchant answered at all. */
   readonly status: number | undefined = undefined;
 
-  /** Without a stack: a failed attempt is an outcome, not a fault, and a stack cost ~4 times parsing a delivery (BENCHMARKS.md 17). */
+  /** Without a stack: a failed attempt is an outcome, not a fault, and a stack is costly. */
   constructor(message: string) {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
@@ -23,7 +21,7 @@ export abstract class DeliveryFailedError extends Error {
 }
 
 export class WebhookRejectedError extends DeliveryFailedError {
-  /** `date`: the response's Date header, from which a Retry-After that is an HTTP date counts. */
+  /** `date`: the response's Date header, for a Retry-After that is an HTTP date. */
   constructor(override readonly status: number, readonly retryAfter?: string, readonly date?: string) {
     super(`HTTP ${status}`);
   }
@@ -48,7 +46,7 @@ export class WebhookNetworkError extends DeliveryFailedError {
   }
 }
 
-/** The URL resolves to an address webhooks may not reach: retrying cannot help, so it fails at once. */
+/** The URL resolves to an address webhooks may not reach: it fails at once. */
 export class WebhookBlockedError extends DeliveryFailedError {
   readonly errorClass = 'blocked_address';
   constructor(detail: string) {
@@ -59,7 +57,6 @@ export class WebhookBlockedError extends DeliveryFailedError {
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA', 'ENODATA', 'ESERVFAIL', 'ENOTIMP', 'EREFUSED']);
 const TLS_CODES = new Set(['EPROTO', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_REVOKED', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH']);
 
-/** An OS, Node or undici error code → its class; anything not named here is `network_error`. */
 export function networkErrorClass(code: string): AttemptErrorClass {
   if (code === 'ECONNREFUSED') return 'connection_refused';
   if (code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return 'timeout';

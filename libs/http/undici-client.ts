@@ -9,22 +9,17 @@ import { BoundedMap } from '../runtime/bounded-map.js';
 import { NamedError } from '../runtime/named-error.js';
 
 export interface UndiciClientOptions {
-  /** false: refuse loopback, private, link-local and reserved targets, checked on the address connected to. */
+  /** false: refuse loopback, private, link-local and reserved targets. */
   allowPrivateTargets?: boolean;
   /** Bytes of each response body kept for the delivery log; 0 keeps none. */
   responseBodyBytes?: number;
-  /**
-   * Connections per merchant origin at most (a test's). None by default: the dispatcher's guards
-   * bound the requests in flight, and a cap here was a smaller bulkhead shared by every merchant on
-   * that origin (a platform's): one merchant's hanging requests queued the others' behind them.
-   */
+  /** Connections per origin at most (a test's); none by default: the dispatcher's guards bound the requests in flight. */
   connectionsPerOrigin?: number;
 }
 
-/** Response bytes read before the connection is dropped. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
-/** undici, with no redirects, a deadline on the whole attempt, the body drained up to a cap, one retry inside the attempt (mayRetry). */
+/** undici, with no redirects, a deadline on the whole attempt, the body drained up to a cap, one retry (mayRetry). */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
   const keepBytes = Math.min(options.responseBodyBytes ?? 0, MAX_RESPONSE_BYTES);
@@ -32,7 +27,6 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
   const agent = new Agent({ connections: options.connectionsPerOrigin, keepAliveTimeout: 30_000, connect });
   const deadlines = new Deadlines();
   const targets = new BoundedMap<string, Target>(10_000);
-  /** Retries' one-request clients in flight, closed with the agent. */
   const retries = new Set<Client>();
 
   return {
@@ -47,7 +41,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
       return new Promise((resolve, reject) => {
         // undici's own timeouts stay as a second line: headers, and the body between chunks.
         const request: Dispatcher.DispatchOptions = { origin: target.origin, path: target.path, method: 'POST', body: req.body, headers: req.headers, headersTimeout: req.timeoutMs, bodyTimeout: req.timeoutMs };
-        // A new connection of its own, closed after its one request: another kept-alive one may be the next the merchant closes.
+        // A connection of its own: another kept-alive one may be the next the merchant closes.
         const retry = (attempt: Attempt) => {
           const client = new Client(target.origin, { connect });
           retries.add(client);
@@ -70,11 +64,11 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
 interface Target {
   origin: string;
   path: string;
-  /** The address, when the URL's host is an IP literal webhooks may not reach. */
+  /** The IP literal webhooks may not reach. */
   blocked: string | undefined;
 }
 
-/** Webhook URL → where undici sends it, kept in `known`: a URL parse per request cost as much as the rest of the client. */
+/** Webhook URL → where undici sends it, cached: a URL parse per request cost as much as the rest of the client. */
 function targetOf(url: string, guard: boolean, known: BoundedMap<string, Target>): Target {
   let target = known.get(url);
   if (target) return target;
@@ -82,7 +76,6 @@ function targetOf(url: string, guard: boolean, known: BoundedMap<string, Target>
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
   }
-  // An IP literal never goes through DNS lookup, so the guard checks it here.
   const literal = guard ? literalAddress(parsed.hostname) : undefined;
   target = {
     origin: parsed.origin,
@@ -96,9 +89,8 @@ function targetOf(url: string, guard: boolean, known: BoundedMap<string, Target>
 /** The connection a request went out on, as it was when its first byte was written. */
 interface SentOn {
   socket: Socket;
-  /** An earlier request went out on this socket: a kept-alive connection, reused. */
   reused: boolean;
-  /** socket.bytesRead then: unchanged later means not one byte of this request's response came. */
+  /** Unchanged later: not one byte of this request's response came. */
   bytesRead: number;
 }
 
@@ -108,9 +100,8 @@ let armed: Attempt | undefined;
 let subscribed = false;
 
 /**
- * Tells `attempt` which connection its request goes out on. Called from the handler's onConnect:
- * undici publishes `undici:client:sendHeaders` synchronously after it, before the request's first
- * byte, so the next message is this request's (undici gives a handler no socket otherwise).
+ * Tells `attempt` which connection its request goes out on: undici publishes `undici:client:sendHeaders`
+ * synchronously after onConnect, so the next message is this request's (a handler gets no socket).
  */
 function watchSend(attempt: Attempt): void {
   if (!subscribed) {
@@ -128,10 +119,9 @@ function watchSend(attempt: Attempt): void {
 }
 
 /**
- * One POST as undici's request handler (request() costs more than this per call): the body is read
- * up to the cap, its first `keep` bytes kept, and the attempt's deadline aborts it wherever it is.
- * The attempt ends with its body, kept or not: answered at the head, a body trickling after it held
- * its connection past the deadline and outside the guards' bounds, for hours up to the cap.
+ * One POST as undici's request handler (request() costs more): the body is read up to the cap, its
+ * first `keep` bytes kept, and the deadline aborts it wherever it is. The attempt ends with its
+ * body, kept or not: a body trickling after the head must not hold its connection past the deadline.
  */
 class Attempt implements Deadlined {
   deadline = 0;
@@ -144,7 +134,6 @@ class Attempt implements Deadlined {
   private rawHeaders: Buffer[] = [];
   private received = 0;
   private kept: Buffer[] | undefined;
-  /** The body went past the cap and was cut: what was kept is the answer. */
   private cut = false;
   private sent: SentOn | undefined;
 
@@ -179,7 +168,7 @@ class Attempt implements Deadlined {
 
   onHeaders(status: number, rawHeaders: Buffer[], _resume: () => void, _statusText: string): boolean {
     if (status < 200) return true; // informational: the answer is still to come
-    // undici passes 600-999 on: not HTTP (RFC 9110 15), and the delivery log refuses such a status.
+    // undici passes 600-999 on: not HTTP (RFC 9110 15).
     if (status > 599) {
       this.abort?.(new InvalidStatusError(status));
       return false;
@@ -219,9 +208,8 @@ class Attempt implements Deadlined {
 
   /**
    * The keep-alive race (RFC 9112 9.3.1): the merchant closes an idle connection as a request goes
-   * out on it, which dies unread (ECONNRESET, EPIPE, 'other side closed'). It goes again, within the
-   * deadline, only when its connection was a reused one and not one byte of its answer came; on a
-   * new connection, so never twice. Same webhook-id: at least once, as the next attempt would be.
+   * out on it. Sent again, on a new connection, only when its connection was a reused one and not
+   * one byte of its answer came.
    */
   private mayRetry(err: UndiciError): boolean {
     const sent = this.sent;
@@ -252,7 +240,7 @@ class Attempt implements Deadlined {
   }
 }
 
-/** The response; its headers are parsed only when read (the dispatcher reads them on a refusal). */
+/** The response; its headers are parsed only when read. */
 class Answer implements WebhookResponse {
   private parsed: WebhookResponse['headers'] | undefined;
 
@@ -277,7 +265,7 @@ function contentLength(rawHeaders: Buffer[]): number | undefined {
 
 type UndiciError = Error & { code?: string; cause?: Error & { code?: string } };
 
-/** A status line outside 100-599: no answer, as one undici's parser refuses (llhttp's code). */
+/** A status line outside 100-599: no answer, as one undici's parser refuses. */
 class InvalidStatusError extends NamedError {
   readonly code = 'HPE_INVALID_STATUS';
   constructor(status: number) {

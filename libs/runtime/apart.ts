@@ -1,21 +1,15 @@
 /** What writeApart tells of each part, in the items' order. */
 export interface Parts<T, R> {
-  /** These items' statement succeeded, with its result. */
   written(items: T[], result: R): void;
-  /** This item alone was refused, with the error; what it returns is awaited before the next part is written. */
+  /** Awaited before the next part is written. */
   refused(item: T, err: unknown): unknown;
 }
 
 /**
- * Writes `items` in one statement; one `refused` for what it carries (isDataRefusal; `refused` is
- * told the part, for a test that depends on its size) is halved, and each half halved again, until
- * every refused item stands alone: one row PostgreSQL will never take costs its own outcome and
- * about 2·log2(n) statements, not every item batched with it. Each part is told in order as it is
- * done. Any other error (PostgreSQL down, a connection lost, a timeout) is thrown at once: the items
- * not yet told are the caller's to try again, as a whole batch's are. `refusedWith`: the caller
- * already wrote all of `items` and had them refused with this error, which the same statement again
- * would meet again (a statement timeout: another 30 s): the halving starts at once (one item is told
- * refused with it).
+ * Writes `items` in one statement; one `refused` for what it carries is halved, and each half
+ * again, until every refused item stands alone (about 2·log2(n) statements). Any other error is
+ * thrown at once: the items not yet told are the caller's to try again. `refusedWith`: the caller
+ * already had all of `items` refused with this error, so the halving starts at once.
  */
 export async function writeApart<T, R>(items: readonly T[], write: (items: T[]) => Promise<R>, refused: (err: unknown, part: readonly T[]) => boolean, parts: Parts<T, R>, refusedWith?: { err: unknown }): Promise<void> {
   if (items.length === 0) return;

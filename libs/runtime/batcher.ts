@@ -17,12 +17,9 @@ interface Pending<T, R> {
 }
 
 /**
- * Batches writes that must not be lost, one batch at a time in the order added: what is added while
- * one is written goes in the next. A batch that fails is tried again, what was added meanwhile
- * joining it: while the write fails, the callers wait (deliveries stay unacked). Only a batch
- * `refused` for what it carries is written apart (writeApart: halved, in order, until each item
- * refused stands alone), and the item refused alone rejects (WriteRefusedError): one bad value must
- * not hold every delivery behind it for ever.
+ * Batches writes that must not be lost, one batch at a time in the order added. A batch that fails
+ * is tried again with what was added meanwhile: the callers wait. Only a batch `refused` for what it
+ * carries is written apart (writeApart), and the item refused alone rejects (WriteRefusedError).
  */
 export class RetryingBatcher<T, R> {
   private waiting: Array<Pending<T, R>> = [];
@@ -31,7 +28,6 @@ export class RetryingBatcher<T, R> {
 
   constructor(
     private readonly write: (items: T[]) => Promise<R>,
-    /** Told of each failed try, with how many callers it holds. */
     private readonly onFailure: (err: unknown, held: number) => void,
     private readonly backoffMs: readonly number[] = [100, 250, 500, 1_000, 2_000],
     private readonly refused: (err: unknown) => boolean = () => false,
@@ -44,7 +40,7 @@ export class RetryingBatcher<T, R> {
     });
   }
 
-  /** Stops trying: items still pending never resolve (their deliveries go back to the queue with the channel). */
+  /** Stops trying: items still pending never resolve. */
   close(): void {
     this.closed = true;
   }
@@ -65,7 +61,7 @@ export class RetryingBatcher<T, R> {
     this.writing = false;
   }
 
-  /** Writes the batch (apart, when refused for what it carries); returns what is left to try again (a failure not of the data), in order. */
+  /** Returns what is left to try again, in order. */
   private async writeBatch(batch: Array<Pending<T, R>>): Promise<Array<Pending<T, R>>> {
     const told = new Set<Pending<T, R>>();
     try {
@@ -83,7 +79,7 @@ export class RetryingBatcher<T, R> {
   }
 }
 
-/** Logs at most one warning per 30 s, with its error: a problem that repeats while it lasts is logged once a window, not once a try. */
+/** Logs at most one warning per 30 s, with its error. */
 export function throttledWarning(warn: (message: string, fields: Record<string, unknown>) => void): (message: string, err: unknown, fields?: Record<string, unknown>) => void {
   let last = 0;
   return (message, err, fields) => {

@@ -1,4 +1,4 @@
-/** A Map of at most `max` entries: past it the oldest set is forgotten (setting a key again makes it the newest). */
+/** A Map of at most `max` entries: past it the oldest set is forgotten. */
 export class BoundedMap<K, V> extends Map<K, V> {
   constructor(private readonly max: number) {
     super();

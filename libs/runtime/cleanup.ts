@@ -1,7 +1,4 @@
-/**
- * What a start-up has opened so far, closed newest first when a later step fails. A close that
- * fails is passed over: the error that stopped start-up is the one worth reporting.
- */
+/** What a start-up has opened so far, closed newest first when a later step fails (a close's failure passed over). */
 export class Cleanup {
   private readonly closes: Array<() => unknown> = [];
 
@@ -9,7 +6,6 @@ export class Cleanup {
     this.closes.push(close);
   }
 
-  /** `start()`, or on its failure everything added closed and the failure thrown on. */
   async guard<T>(start: () => Promise<T>): Promise<T> {
     try {
       return await start();

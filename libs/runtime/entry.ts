@@ -3,16 +3,13 @@ import { createLogger, type Logger, type LogLevel } from '../logger/index.js';
 import { startTracing, stoppingTracing } from '../tracing/index.js';
 import { type Running, runUntilSignal } from './run.js';
 
-/**
- * A program's main.ts: the configuration parsed from `env` (a bad one prints what is wrong and
- * exits 1), the development-mode warning, tracing, then the program run until a signal.
- */
+/** A program's main.ts: its configuration (a bad one exits 1), the dev-mode warning, tracing, then the program run until a signal. */
 export async function runProgram<C extends TracingConfig & { LOG_LEVEL: LogLevel; SHUTDOWN_TIMEOUT?: number }>(
   env: Record<string, string | undefined>,
   service: string,
   load: (env: Record<string, string | undefined>) => C,
   start: (config: C, logger: Logger, options: { signal: AbortSignal }) => Promise<Running>,
-  /** `tracingName`: the service tracing names it (OTEL_SERVICE_NAME unset), `webhooks-<service>` by default. */
+  /** `tracingName`: the service's name in traces when OTEL_SERVICE_NAME is unset. */
   { tracingName = `webhooks-${service}`, ...tracingOptions }: { activeContext?: boolean; tracingName?: string } = {},
 ): Promise<void> {
   let config: C;

@@ -1,4 +1,4 @@
-/** An Error named after its class (BrokerUnavailableError, not Error): what logs and a stack's first line show. */
+/** An Error named after its class. */
 export class NamedError extends Error {
   constructor(message?: string, options?: ErrorOptions) {
     super(message, options);

@@ -5,7 +5,7 @@ export interface Running {
   fatal?: Promise<Error>;
 }
 
-/** How long a stop may take when the program sets none (the recorder, which reads no SHUTDOWN_TIMEOUT). */
+/** How long a stop may take when the program reads no SHUTDOWN_TIMEOUT. */
 export const DEFAULT_STOP_TIMEOUT_MS = 35_000;
 
 /**
@@ -26,7 +26,6 @@ export async function runUntilSignal(
   let started: (() => void) | undefined;
   const stop = (why: string, code: number) => {
     if (stopping) {
-      // One more reason to fail during the stop: the exit says so, the stop goes on as it was.
       stopping.code = Math.max(stopping.code, code);
       return;
     }
@@ -68,7 +67,6 @@ export async function runUntilSignal(
     );
   };
   if (stopping) started();
-  // A failure it cannot recover from (a topology mismatch found on a reconnect): exit 1 for a supervisor to see.
   void program.fatal?.then((err) => {
     if (stopping) return;
     process.stderr.write(`${name} stopped: ${err.message}\n`);
@@ -76,7 +74,7 @@ export async function runUntilSignal(
   });
 }
 
-/** What a log may say of a rejection's reason: an error's name, message, code and stack, never its other fields (a request, a secret). */
+/** An error's name, message, code and stack, never its other fields (a request, a secret). */
 function rejectionFields(reason: unknown): Record<string, unknown> {
   if (!(reason instanceof Error)) return { error: typeof reason === 'string' ? reason : `a rejection with a ${typeof reason}, not an Error` };
   const code = (reason as NodeJS.ErrnoException).code;

@@ -1,8 +1,4 @@
-/**
- * A start that runs once: a second call, while it runs or after it succeeded, gets the first call's
- * promise (a second start added a second consumer, listener or timer that stop() never ended); one
- * that failed may be called again, as a program retrying its start-up does.
- */
+/** A start that runs once: a second call gets the first call's promise, unless that one failed. */
 export class StartOnce {
   private running?: Promise<void>;
 
@@ -14,11 +10,8 @@ export class StartOnce {
     return this.running;
   }
 
-  /** Resolves once a start under way has settled, whatever its outcome: what a stop waits for. */
+  /** Resolves once a start under way has settled, whatever its outcome. */
   settled(): Promise<void> {
-    return this.running?.then(
-      () => {},
-      () => {},
-    ) ?? Promise.resolve();
+    return this.running?.then(() => {}, () => {}) ?? Promise.resolve();
   }
 }

@@ -4,9 +4,10 @@ import { within } from './timers.js';
 /** A stop's time budget: a step that overruns or fails is logged and left behind, so the stop ends in time. */
 export function stopBudget(timeoutMs: number, logger: Logger) {
   const deadline = Date.now() + timeoutMs;
+  const left = () => Math.max(0, deadline - Date.now());
   const onProblem = (step: string, error?: Error) => logger.warn('shutdown step did not finish in time; going on', { step, error: error?.message });
   return {
-    left: () => Math.max(0, deadline - Date.now()),
+    left,
     async step(name: string, run: () => Promise<unknown>, capMs = Infinity): Promise<void> {
       const ended = Promise.resolve().then(run).then(
         () => true,
@@ -15,7 +16,7 @@ export function stopBudget(timeoutMs: number, logger: Logger) {
           return true;
         },
       );
-      if ((await within(Math.min(capMs, Math.max(0, deadline - Date.now())), ended)) === undefined) onProblem(name);
+      if ((await within(Math.min(capMs, left()), ended)) === undefined) onProblem(name);
     },
   };
 }

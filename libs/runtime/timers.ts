@@ -1,7 +1,7 @@
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms (and warns, each time). */
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms. */
 export const MAX_TIMER_MS = 2_147_483_647;
 
-/** `work`'s answer, or a rejection ("no answer in N ms") once `ms` have passed: a caller that must not wait on a slow dependency. */
+/** `work`'s answer, or a rejection once `ms` have passed. */
 export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_resolve, reject) => {
@@ -10,7 +10,7 @@ export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
-/** Settles with the promise, or with undefined once `ms` have passed: a shutdown step that cannot hang. */
+/** Settles with the promise, or with undefined once `ms` have passed. */
 export function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
