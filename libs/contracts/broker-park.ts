@@ -1,11 +1,7 @@
 /**
- * The broker's park of a message from dispatch (its delivery limit, a reject), from the entry x-death
- * holds for `queue`: its reason (delivery_limit, rejected, …), the exchange the message had been
- * published to (upstream's, or the default '' for our copies), the routing key it was published with
- * (the first of its routing-keys: our parks note theirs as x-original-routing-key), and when, in seconds. Never from
- * x-first-death-*: RabbitMQ 3.10 writes those only on a message with no x-death, so one upstream
- * republished from a dead-letter queue of its own keeps upstream's (its exchange, its reason), where
- * x-death gains an entry for our queue.
+ * The broker's park of a message from `queue`, from its x-death entry: reason, the exchange it had
+ * been published to, its first routing key, and when, in seconds. Never from x-first-death-*:
+ * RabbitMQ 3.10 writes those only on a message with no x-death, so they may be upstream's.
  */
 export function brokerPark(headers: Record<string, unknown> | undefined, queue: string) {
   const deaths = headers?.['x-death'];
@@ -22,15 +18,10 @@ export function brokerPark(headers: Record<string, unknown> | undefined, queue: 
 }
 
 /**
- * Whether a copy the broker parked from dispatch is one upstream published, whose bookkeeping headers
- * are upstream's (never trusted): its entry names upstream's exchange, or its TTL ran out, which only
- * upstream's publish can carry (no copy of ours has an expiration, and dispatch has no TTL of its own).
- * The entry's exchange alone is not enough: on RabbitMQ 3.10 the broker parks a message that already
- * has an entry for this queue and reason by counting that entry, which keeps the exchange it names,
- * so an upstream that wrote one naming the default exchange passed its copy for one of ours. Intake
- * parks what upstream publishes with such an entry (parseIntake), so the broker finds one only on a
- * message no dispatcher took to intake: one that expired there (told here), or one each of whose
- * deliveries died before its intake (a crash loop of the dispatcher holding it unread: not told apart).
+ * Whether a copy the broker parked from dispatch is one upstream published (its bookkeeping headers
+ * never trusted): its entry names upstream's exchange, or its TTL ran out, which only upstream's
+ * publish can carry (no copy of ours has an expiration). The exchange alone is not enough: RabbitMQ
+ * 3.10 keeps the exchange of an entry upstream wrote for this queue and reason.
  */
 export function parkedFromUpstream(park: { reason: string; exchange: string }, upstreamExchange: string): boolean {
   return park.exchange === upstreamExchange || park.reason === 'expired';

@@ -17,20 +17,18 @@ export const REFERENCE_FIELDS: Record<EventName, readonly string[]> = {
 export const MAX_REFERENCE_LENGTH = 200;
 
 /**
- * The references the service takes, at intake, in the resend API and the CLI alike (so a webhook
- * that can fail can be resent): no control characters (they garble logs and the console), and no
- * lone UTF-16 surrogate (JSON's `\ud800` escape): PostgreSQL's json refuses one, so a webhook
- * whose first attempt failed had its retry's wait refused and was parked, its intake key taken.
+ * The references the service takes, at intake, in the resend API and the CLI alike: no control
+ * characters, and no lone UTF-16 surrogate (JSON's `\ud800` escape), which PostgreSQL's json refuses.
  */
 export function isWellFormedReference(text: string): boolean {
   // eslint-disable-next-line no-control-regex
   return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text) && !LONE_SURROGATE.test(text);
 }
 
-/** A high surrogate not followed by a low one, or a low one not after a high one (String.isWellFormed is ES2024). */
+/** String.isWellFormed is ES2024. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
-/** The rule for a messageId, said the same way by the dispatcher (which parks others) and the CLI (which refuses them). */
+/** The rule for a messageId, said the same way by the dispatcher and the CLI. */
 export const WEBHOOK_ID_RULE = 'printable ASCII without spaces, at most 200 characters: it is sent as the webhook-id header';
 
 export const MAX_WEBHOOK_ID_LENGTH = 200;
@@ -42,7 +40,6 @@ export function isWellFormedWebhookId(value: unknown): boolean {
 
 /** Only what the service relies on is checked; the rest of `data` is relayed untouched (loose, never coerced). */
 export const upstreamMessageSchema = z.looseObject({
-  // A reference's rule: a NUL is no text PostgreSQL keeps (the intake check, the log), a control character no id.
   merchantId: z.string().refine(isWellFormedReference, 'must be 1 to 200 characters without control characters or a lone surrogate'),
   event: z.enum(EVENT_NAMES),
   data: z.record(z.string(), z.unknown()),
@@ -63,10 +60,7 @@ export const ORDER_KEY_FIELD: Record<EventName, string> = {
   'refund.completed': 'tnxRef',
 };
 
-/**
- * What a payout's key starts with: a reference holds no control character, so a payout never shares
- * a line with a charge whose tnxRef is the same string. Keys before it (a release without it) were bare.
- */
+/** A reference holds no control character, so a payout never shares a line with a charge whose tnxRef is the same string. */
 export const PAYOUT_ORDER_KEY_PREFIX = 'payout\u001f';
 
 /** Undefined when the key field is absent or malformed (a refund known only by its refundRef): outside the order. */
@@ -76,7 +70,7 @@ export function orderKeyOf(event: EventName, data: Record<string, unknown>): str
   return event === 'payout' ? `${PAYOUT_ORDER_KEY_PREFIX}${value}` : value;
 }
 
-/** The key and, for a payout's, the bare reference a release before the prefix gave it: a place taken then is found by either. */
+/** The key and, for a payout's, the bare reference an older release gave it. */
 export function orderKeysOf(key: string): string[] {
   return key.startsWith(PAYOUT_ORDER_KEY_PREFIX) ? [key, key.slice(PAYOUT_ORDER_KEY_PREFIX.length)] : [key];
 }

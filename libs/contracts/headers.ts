@@ -1,18 +1,15 @@
 /** Headers the service writes: each message's story in the RabbitMQ console; scalars only (streams carry no tables). */
 export const HEADERS = {
-  /** On a wait handed back, the row's merchant (set by the scheduler): what ends the wait of one that fails intake. */
   merchantId: 'x-merchant-id',
   event: 'x-event',
   reference: 'x-reference',
-  /** A refund's transaction reference, so a refund is found by either reference. */
   tnxRef: 'x-tnx-ref',
   webhookId: 'x-webhook-id',
   attempts: 'x-attempts',
-  /** Times a delivery was set aside because its endpoint was busy; not attempts. */
+  /** Times set aside because the endpoint was busy. */
   deferrals: 'x-deferrals',
-  /** Times a delivery was postponed because its endpoint's circuit was open; not attempts. */
+  /** Times postponed because the endpoint's circuit was open. */
   postponements: 'x-postponements',
-  /** Why a failure entry is in `failed`: one of FAILED_REASONS. */
   failedReason: 'x-failed-reason',
   lastStatus: 'x-last-status',
   lastError: 'x-last-error',
@@ -24,43 +21,37 @@ export const HEADERS = {
   invalidCode: 'x-invalid-code',
   invalidAt: 'x-invalid-at',
   originalRoutingKey: 'x-original-routing-key',
-  /** Set by the broker on every entry read from a stream. */
+  /** Set by the broker. */
   streamOffset: 'x-stream-offset',
   checkpointId: 'x-checkpoint-id',
-  /** On a resent copy: its resend's claim on the failure in PostgreSQL, which the dispatcher marks resent when it takes the copy. */
+  /** On a resent copy: its resend's claim on the failure in PostgreSQL. */
   claimId: 'x-claim-id',
   resentAt: 'x-resent-at',
-  /** On a resent copy: which resend of the webhook it is (1, 2, ...), counted in PostgreSQL; orders its attempts after the earlier runs' in the log. */
+  /** On a resent copy: which resend of the webhook it is (1, 2, ...). */
   resend: 'x-resend',
-  /** A failure entry's own id, random per failure: tells two failures of one webhook apart in the console. */
+  /** A failure entry's own id, random per failure. */
   failureId: 'x-failure-id',
-  /** The portal's test event: attempted once, counted apart; trusted from upstream (it only takes attempts away). */
+  /** Trusted from upstream: it only takes attempts away. */
   testEvent: 'x-test-event',
-  /** On a wait handed back to dispatch: the row's hand; only the current hand is attempted, an older copy is dropped. */
+  /** On a wait handed back: only the current hand is attempted. */
   waitHand: 'x-wait-hand',
-  /** On a wait handed back as its endpoint's circuit's probe (set by the scheduler): sent through the open circuit. Never from upstream. */
+  /** On a wait handed back as its endpoint's circuit's probe. Never from upstream. */
   circuitProbe: 'x-circuit-probe',
-  /** On an ordered webhook's wait: its end releases the next of its reference. Never from upstream; a resend drops it. */
+  /** On an ordered webhook's wait: its end releases the next of its reference. Never from upstream. */
   ordered: 'x-ordered',
-  /** The endpoint (ep_…) a fanned-out copy is for, kept by its waits, failure and resends; never from upstream. */
+  /** The endpoint a fanned-out copy is for. Never from upstream. */
   endpointId: 'x-endpoint-id',
 } as const;
 
-/** Why a webhook went to `failed`, so operators can tell an outage from a bug. */
+/** Why a webhook went to `failed` (docs/operating.md), so operators can tell an outage from a bug. */
 export const FAILED_REASONS = {
-  /** Every attempt of the schedule was made and failed. */
   attemptsExhausted: 'attempts-exhausted',
-  /** The endpoint's circuit stayed open for the schedule's whole span (after at least one real attempt). */
+  /** Open for the schedule's whole span, after at least one real attempt. */
   circuitOpen: 'circuit-open',
-  /** The address guard refused the URL; no request was made. */
   blocked: 'blocked',
-  /** The merchant's webhook was disabled while this one was retrying or resent. */
   webhookDisabled: 'webhook-disabled',
-  /** The endpoint was disabled automatically (ENDPOINT_DISABLE_AFTER) while this webhook was retrying or resent. */
   endpointDisabled: 'endpoint-disabled',
-  /** The merchant left the directory while this webhook was retrying or resent. */
   merchantRemoved: 'merchant-removed',
-  /** The merchant's webhook stopped receiving this event (its events filter) while it was retrying or resent. */
   eventNotSubscribed: 'event-not-subscribed',
 } as const;
 
@@ -85,17 +76,14 @@ export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollo
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
 /**
- * The most bytes a message's own headers (upstream's, not HEADERS) may take among those a copy
- * carries. amqplib, which publishes every copy (a wait handed back, `failed`, `invalid`), encodes a
- * message's headers in 64 KiB, and the service's add a few KiB; an upstream client may send up to
- * the frame size (128 KiB). Past this no copy of the message could be published, so it is parked
- * at once as too-large, without them.
+ * The most bytes upstream's own headers may take on a copy: amqplib encodes a message's headers in
+ * 64 KiB, an upstream client may send up to 128 KiB. Past this a message is parked as too-large.
  */
 export const MAX_FOREIGN_HEADER_BYTES = 32 * 1024;
 
 const SERVICE_HEADERS: ReadonlySet<string> = new Set(Object.values(HEADERS));
 
-/** What the headers that are not the service's take as AMQP encodes them (name, type, value; a number at most 8). */
+/** What the headers that are not the service's take as AMQP encodes them. */
 export function foreignHeaderBytes(headers: ScalarHeaders): number {
   let bytes = 0;
   for (const [key, value] of Object.entries(headers)) {
@@ -114,17 +102,15 @@ export function webhookHeaders(merchantId: string, event: string, webhookId: str
 }
 
 /**
- * Keeps the scalar headers of a message, dropping arrays and tables such as the broker's x-death,
- * and any holding a NUL: no PostgreSQL text or jsonb keeps one, and carried into a wait's row it
- * failed the batch of every wait written with it; and any whose name no copy can carry.
+ * Keeps the scalar headers of a message: not arrays and tables such as x-death, nor any holding a
+ * NUL (no PostgreSQL text keeps one), nor any whose name no copy can carry.
  */
 export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
   const out: ScalarHeaders = {};
   if (!headers) return out;
   for (const [key, value] of Object.entries(headers)) {
     if (key.includes('\u0000') || (typeof value === 'string' && value.includes('\u0000'))) continue;
-    // A name read from bytes that are not UTF-8 (each U+FFFD, three bytes) may no longer fit the
-    // table's 255: amqplib then refused every copy (a park, a move), which was requeued to its delivery limit.
+    // A name read from bytes that are not UTF-8 (each U+FFFD, three bytes) may no longer fit in 255.
     if (Buffer.byteLength(key) > 255) continue;
     if (typeof value === 'string' || typeof value === 'boolean') out[key] = value;
     else if (typeof value === 'number' && Number.isFinite(value)) out[key] = value;

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 
-/** A merchant id as the API, the CLI and the delivery log take it: the one definition. */
 export const MERCHANT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$/;
 
 export const merchantIdSchema = z

@@ -1,9 +1,8 @@
 import { PLATFORM_MERCHANT_ID } from './merchant-id.js';
 
 /**
- * Returns the exact source text of a top-level member of a JSON object, so the webhook relays
- * `data` byte for byte: JSON.parse + JSON.stringify would round 1.10 to 1.1 and corrupt integers
- * above 2^53. The text must already have passed JSON.parse; like JSON.parse, the last duplicate wins.
+ * The exact source text of a top-level member of a JSON object, so `data` is relayed byte for byte
+ * (JSON.stringify would round 1.10 to 1.1). The text must have passed JSON.parse; the last duplicate wins.
  */
 export function rawMember(json: string, key: string): string | undefined {
   let i = skipWs(json, 0);
@@ -12,7 +11,6 @@ export function rawMember(json: string, key: string): string | undefined {
   let found: string | undefined;
   while (i < json.length && json.charCodeAt(i) !== CLOSE_BRACE) {
     const keyEnd = endOfString(json, i);
-    // A key without escapes is its text between the quotes; only one with escapes needs decoding.
     const raw = json.slice(i + 1, keyEnd - 1);
     const name = raw.includes('\\') ? (JSON.parse(json.slice(i, keyEnd)) as string) : raw;
     i = skipWs(json, keyEnd);
@@ -25,7 +23,7 @@ export function rawMember(json: string, key: string): string | undefined {
   return found;
 }
 
-// Character codes: this scan runs over every webhook body, and comparing codes beats comparing one-character strings.
+// Character codes: this scan runs over every webhook body.
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
@@ -84,11 +82,7 @@ function endOfValue(s: string, i: number): number {
   return i;
 }
 
-/**
- * The message to put back in `dispatch` for a webhook from the body the delivery log kept: upstream's
- * envelope around the same `data` (an operational event's body is its message), for a resend of a
- * failure only the recorder indexed. Undefined for a body without `data`.
- */
+/** The message to put back in `dispatch` for a webhook from the body the delivery log kept; undefined without `data`. */
 export function messageFromLoggedBody(merchantId: string, event: string, body: string): string | undefined {
   if (merchantId === PLATFORM_MERCHANT_ID) return body;
   const data = rawMember(body, 'data');

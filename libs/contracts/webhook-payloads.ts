@@ -2,10 +2,7 @@ import { z } from 'zod';
 import { type EventName, REFERENCE_FIELDS } from './events.js';
 import { sampleEvent } from './samples.js';
 
-/**
- * What a merchant's server receives for each event (spec section 2), for the OpenAPI document's
- * event catalog: `event` and `data` as relayed, the spec's fields described, others relayed too.
- */
+/** What a merchant's server receives for each event (spec section 2), for the OpenAPI document's event catalog. */
 const timestamp = (what: string) => z.string().describe(`${what}: <YYYY-MM-DD>T<HH:MM:SS.mmm>, no time zone designator`);
 const status = z.enum(['successful', 'failed']).describe('successful or failed');
 
@@ -23,7 +20,6 @@ const customer = z
 
 const reference = (what: string) => z.string().min(1).max(200).describe(`${what}; required: the webhook is resent by it`);
 
-/** A refund's fields; intake takes one with either reference (DESIGN.md "References"), so the catalog requires one of them. */
 const refundRef = z.string().min(1).max(200).describe('Refund reference, UUID format; the refund is resent by it');
 const refundedTnxRef = z.string().min(1).max(200).describe('Reference of the transaction refunded, UUID format; the refund is resent by it too');
 const refund = {
@@ -61,7 +57,6 @@ const DATA: Record<EventName, z.ZodType> = {
     accountNumber: z.string().optional().describe('Receiving account number, digits, as a string'),
     status: status.optional(),
   }),
-  // Either reference, or both: a refund with neither is never delivered.
   'refund.completed': z.union([
     z.looseObject({ ...refund, refundRef }),
     z.looseObject({ ...refund, tnxRef: refundedTnxRef }),
@@ -74,12 +69,11 @@ export const EVENT_SUMMARIES: Record<EventName, string> = {
   'refund.completed': 'A refund of a collection',
 };
 
-/** The webhook body of `event`: `{event, data}` exactly. */
 export function webhookPayloadSchema(event: EventName): z.ZodObject {
   return z.object({ event: z.literal(event).describe('The event name'), data: DATA[event] }).describe(EVENT_SUMMARIES[event]);
 }
 
-/** A body of each event, as the dispatcher sends it (fixed values, so the document does not change between builds). */
+/** A body of each event, with fixed values so the document does not change between builds. */
 export function webhookExample(event: EventName): { event: EventName; data: Record<string, unknown> } {
   const { data } = sampleEvent(event, 'm_example', new Date('2026-05-01T10:00:00.000Z'));
   const fixed: Record<string, string> = { tnxRef: '5e0c7c2a-9d0c-4a5e-8f0e-1a2b3c4d5e6f', refundRef: '9b1f6c3e-2a4d-4e8b-b7a1-0c9d8e7f6a5b', reference: 'PO-1777629600000-3f2a9c1b' };

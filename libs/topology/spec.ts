@@ -2,32 +2,23 @@ import { topologyNames } from './names.js';
 
 export interface TopologyOptions {
   prefix: string;
-  /** Stream retention as RabbitMQ's x-max-age, e.g. `30D`. */
+  /** x-max-age, e.g. `30D`. */
   failedRetention: string;
   /** The broker caps each at its number of nodes, so 3 runs on a single node too. */
   replication?: Replication;
-  /** Declare the deliveries stream (DELIVERY_LOG=on). */
   deliveriesStream?: boolean;
-  /**
-   * The dispatcher only: bind the operational exchange to dispatch (OPERATIONAL_WEBHOOK_URL set) or
-   * unbind it (not set). Absent (every other program): the binding is left as it is.
-   */
+  /** The dispatcher's: bind the operational exchange to dispatch, or unbind it; absent: left as it is. */
   operationalWebhook?: boolean;
 }
 
 export interface Replication {
-  /** x-quorum-initial-group-size of each quorum queue. */
   quorumGroupSize: number;
-  /** x-initial-cluster-size of the streams. */
   streamClusterSize: number;
 }
 
 const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize: 3 };
 
-/**
- * Arguments that only shape a queue when it is created: one that exists with other values (or
- * none) keeps its members, which an operator grows with `rabbitmq-queues grow`. Not a mismatch.
- */
+/** Arguments that only shape a queue when it is created (an operator grows it with `rabbitmq-queues grow`): not a mismatch. */
 export const CREATION_ONLY_ARGUMENTS = ['x-quorum-initial-group-size', 'x-initial-cluster-size'] as const;
 
 /** Every entity is durable and never auto-deleted; only names, kinds and arguments vary. */
@@ -38,7 +29,7 @@ export interface ExchangeSpec {
 
 export interface QueueSpec {
   name: string;
-  /** Names the entity in errors; the queue type itself is the x-queue-type argument. */
+  /** Names the entity in errors; the type is x-queue-type. */
   kind: 'queue' | 'stream';
   arguments: Readonly<Record<string, string | number>>;
 }
@@ -51,7 +42,6 @@ interface BindingSpec {
 
 export interface TopologySpec {
   exchange: ExchangeSpec;
-  /** Where operational events are published; the platform binds its own queues to it. */
   operational: ExchangeSpec;
   /** In declaration order: dispatch, failed, invalid, deliveries. */
   queues: QueueSpec[];
@@ -78,28 +68,20 @@ function stream(name: string, maxAge: string, replication: Replication = DEFAULT
 }
 
 /**
- * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`
- * (x-first-death-reason: delivery_limit): every outcome is a move and an ack, so a message comes
- * back only when a dispatcher died or a move failed. Set explicitly because 3.10 has no limit by
- * default and 4.x silently drops a message after 20 returns.
+ * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Set
+ * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
  */
 export const DISPATCH_DELIVERY_LIMIT = 10;
 
-/**
- * The deliveries stream buffers between the dispatcher and PostgreSQL: it must outlast a PostgreSQL
- * outage (days at most), and its size cap keeps a long one from filling the broker's disk (the
- * oldest records go first, which the recorder's lag metric shows long before).
- */
+/** The deliveries stream must outlast a PostgreSQL outage; its size cap keeps a long one from filling the broker's disk. */
 export const DELIVERIES_RETENTION = '7D';
 export const DELIVERIES_MAX_BYTES = 5_000_000_000;
 /** RabbitMQ drops only whole closed segments: a record outlives its 7 days until 50 MB more follow it. */
 export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
 
 /**
- * The failed stream's segment size. RabbitMQ applies x-max-age only when it opens a segment, and
- * never deletes the open one: with its 500 MB default a quiet deployment kept failures for ever.
- * With small segments and the dispatchers' rollover entries (libs/streams/rollover.ts), an entry
- * is gone at most FAILED_RETENTION + 2 × FAILED_ROLLOVER_EVERY_MS after it was written.
+ * RabbitMQ applies x-max-age only when it opens a segment, and never deletes the open one: with
+ * small segments and the rollover entries (libs/streams/rollover.ts), retention holds.
  */
 export const FAILED_SEGMENT_BYTES = 1024 * 1024;
 
@@ -107,7 +89,6 @@ export function failedSpec(prefix: string, retention: string, replication?: Repl
   return stream(topologyNames(prefix).failed, retention, replication, segmentBytes);
 }
 
-/** The deliveries stream alone: the dispatcher (its writer) and the recorder declare it. */
 export function deliveriesSpec(prefix: string, replication?: Replication): QueueSpec {
   return stream(topologyNames(prefix).deliveries, DELIVERIES_RETENTION, replication, DELIVERIES_SEGMENT_BYTES, DELIVERIES_MAX_BYTES);
 }
@@ -125,8 +106,7 @@ export function intakeSpec(prefix: string, replication?: Replication): { exchang
         'x-delivery-limit': DISPATCH_DELIVERY_LIMIT,
         'x-dead-letter-exchange': '',
         'x-dead-letter-routing-key': names.invalid,
-        // at-least-once keeps the message until invalid confirms it; it requires reject-publish
-        // (no length limit is set, so publishes are never rejected for it).
+        // at-least-once requires reject-publish (no length limit is set, so nothing is rejected).
         'x-dead-letter-strategy': 'at-least-once',
         'x-overflow': 'reject-publish',
       },
@@ -135,7 +115,7 @@ export function intakeSpec(prefix: string, replication?: Replication): { exchang
   };
 }
 
-/** The whole topology as data: the programs' declarations, docker/rabbitmq/definitions.json and the tests share it. */
+/** The whole topology as data: the programs, docker/rabbitmq/definitions.json and the tests share it. */
 export function topologySpec(options: TopologyOptions): TopologySpec {
   const names = topologyNames(options.prefix);
   const intake = intakeSpec(options.prefix, options.replication);
@@ -152,7 +132,7 @@ export function topologySpec(options: TopologyOptions): TopologySpec {
   };
 }
 
-/** Every operational event, whoever publishes it, is also a delivery for the platform's endpoint (OPERATIONAL_WEBHOOK_URL). */
+/** Every operational event is also a delivery for the platform's endpoint (OPERATIONAL_WEBHOOK_URL). */
 export function operationalBinding(prefix: string): BindingSpec {
   const names = topologyNames(prefix);
   return { source: names.operational, destination: names.dispatch, routingKey: '#' };
