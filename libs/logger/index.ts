@@ -5,10 +5,9 @@ import { activeIds } from '../tracing/spans.js';
 export type Logger = winston.Logger;
 export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
 
-// Field names whose values must never reach a log line, whatever a caller passes by mistake.
 const SECRET_KEYS = /secret|token|authorization|password|signature|publickey|apikey/i;
 
-/** An ISO-8601 time: no secret, whatever its field's name says (previousSecretExpiresAt, when a rotation's grace ends). */
+/** An ISO-8601 time: no secret, whatever its field's name says (previousSecretExpiresAt). */
 const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
 
 const redact = winston.format((info) => {
@@ -19,9 +18,7 @@ const redact = winston.format((info) => {
 });
 
 /** A line written inside a span names it, unless the line names its span itself (the dispatcher's explicit spans). */
-const traceIds = winston.format((info) => {
-  return info.trace_id === undefined ? Object.assign(info, activeIds()) : info;
-});
+const traceIds = winston.format((info) => (info.trace_id === undefined ? Object.assign(info, activeIds()) : info));
 
 /** JSON lines on stdout: a fixed message plus metadata fields (merchantId, reference, event, attempt). */
 export function createLogger(options: { level: LogLevel; service: string; silent?: boolean }): Logger {
@@ -39,10 +36,7 @@ export function silentLogger(): Logger {
   return createLogger({ level: 'error', service: 'silent', silent: true });
 }
 
-/**
- * A logger for a person at a prompt (the CLI): each line as `write` takes it, "message (kind): error",
- * nothing else of its fields, so no merchant data or secret. Written at once, before the command's exit.
- */
+/** A logger for the CLI: "message (kind): error", nothing else of its fields (no merchant data or secret). */
 export function lineLogger(write: (line: string) => void, level: LogLevel = 'error'): Logger {
   const lines = new Writable({
     objectMode: true,

@@ -4,8 +4,7 @@ import { HEADERS, referencesOf, type UpstreamMessage, upstreamMessageSchema, web
 import { topologyNames } from '../topology/index.js';
 import { ATTR, publishSpan } from '../tracing/index.js';
 
-/** The upstream contract: to `<prefix>.events`, the event as routing key, persistent JSON, a stable messageId, confirmed. */
-/** An event id as the publisher makes one when upstream gives none: its caller may name it before the publish. */
+/** An event id as the publisher makes one when upstream gives none. */
 export function newEventId(): string {
   return `evt_${randomUUID()}`;
 }
@@ -17,7 +16,7 @@ export class EventPublisher {
     this.exchange = topologyNames(prefix).events;
   }
 
-  /** `test`: a test event (x-test-event), attempted once; `endpointId`: the one endpoint a test event is for; `deadlineMs`: the wait for its confirm (PublishUnconfirmedError past it). Returns the event id, which becomes the webhook-id the merchant sees. */
+  /** `endpointId`: the one endpoint a `test` event is for. Returns the event id, the webhook-id the merchant sees. */
   async publish(message: UpstreamMessage, options: { messageId?: string; test?: boolean; endpointId?: string; deadlineMs?: number } = {}) {
     const checked = upstreamMessageSchema.parse(message);
     const messageId = options.messageId ?? newEventId();
@@ -26,7 +25,6 @@ export class EventPublisher {
     if (options.test) headers[HEADERS.testEvent] = true;
     if (options.test && options.endpointId) headers[HEADERS.endpointId] = options.endpointId;
     const body = Buffer.from(JSON.stringify(message));
-    // With tracing on, a producer span whose traceparent the dispatcher continues (the caller's span is its parent).
     const attributes = {
       [ATTR.messagingRoutingKey]: checked.event,
       [ATTR.messagingMessageId]: messageId,
@@ -43,7 +41,6 @@ export class EventPublisher {
         timestamp: Math.floor(Date.now() / 1000),
         headers,
       }, options.deadlineMs);
-    // Returned: no queue stored it (an operator deleted dispatch, or its binding): declared again, once more.
     await publishSpan(this.exchange, headers, attributes, () => sendDeclaring(this.broker, send));
     return { messageId, routingKey: checked.event };
   }

@@ -4,10 +4,7 @@ import { BoundedMap } from '../runtime/bounded-map.js';
 
 const PREFIX = 'whsec_';
 
-/**
- * Standard Webhooks signatures with node:crypto: the standardwebhooks library hashes in JavaScript,
- * several times slower. test/unit/signing.test.ts proves the bytes identical to it and svix's.
- */
+/** Standard Webhooks signatures with node:crypto: the standardwebhooks library hashes in JavaScript, several times slower. */
 export class WebhookSigner {
   private readonly keys = new BoundedMap<string, KeyObject>(10_000);
 
@@ -15,7 +12,6 @@ export class WebhookSigner {
   sign(secrets: string | readonly string[], webhookId: string, body: string, now: Date = new Date()) {
     const timestamp = String(Math.floor(now.getTime() / 1000));
     const all = typeof secrets === 'string' ? [secrets] : secrets;
-    // One secret (no rotation: nearly every delivery) without a map and a join.
     const signature = all.length === 1 ? this.signOne(all[0]!, webhookId, timestamp, body) : all.map((secret) => this.signOne(secret, webhookId, timestamp, body)).join(' ');
     return { 'webhook-id': webhookId, 'webhook-timestamp': timestamp, 'webhook-signature': signature };
   }

@@ -13,10 +13,7 @@ import {
 } from './spec.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/**
- * What an operator does about each kind: a stream's entries are only the console's view or records
- * already stored, but a queue holds webhooks not yet delivered, so it is drained before it goes.
- */
+/** What an operator does about each kind: a queue holds webhooks not yet delivered, so it is drained before it goes. */
 const MISMATCH_FIX = {
   stream: 'If FAILED_RETENTION changed (or the failed stream was made before its segment size was set), delete the old stream (its entries go), or use another TOPOLOGY_PREFIX.',
   queue: 'Give every program of this TOPOLOGY_PREFIX the same settings; if an older version made it, drain it (stop publishing, let the old dispatchers empty it), then delete it (the programs declare it again), or use another TOPOLOGY_PREFIX.',
@@ -30,18 +27,15 @@ export class TopologyMismatchError extends NamedError {
   }
 }
 
-/**
- * An open channel, or a way to open one. A 406 closes the channel it happened on; with a function
- * the declaration opens another and carries on, which a creation-only difference needs.
- */
+/** An open channel, or a way to open one: a 406 closes its channel, and a creation-only difference needs another. */
 type ChannelSource = Channel | (() => Promise<Channel>);
 
-type Step = (declare: (channel: Channel) => Promise<unknown>) => Promise<void>;
+type Step = ((declare: (channel: Channel) => Promise<unknown>) => Promise<void>) & { canReopen: boolean };
 
 /** Runs each declaration on the channel, opening another after a 406 closed it. */
 function stepper(source: ChannelSource): Step {
   let channel: Channel | undefined;
-  return async (declare) => {
+  const step = async (declare: (channel: Channel) => Promise<unknown>) => {
     channel ??= typeof source === 'function' ? await source() : source;
     try {
       await declare(channel);
@@ -50,6 +44,7 @@ function stepper(source: ChannelSource): Step {
       throw err;
     }
   };
+  return Object.assign(step, { canReopen: typeof source === 'function' });
 }
 
 function isMismatch(err: unknown): boolean {
@@ -69,11 +64,10 @@ async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void
 }
 
 /**
- * A queue whose replication alone differs (an older version, another QUORUM_GROUP_SIZE) is kept:
- * declared again without those arguments, on a new channel, to check the rest; if the broker still
- * names one of them (created with explicit other values), it is accepted.
+ * A queue whose replication alone differs is kept: declared again without those arguments, on a new
+ * channel, to check the rest; if the broker still names one of them, it is accepted.
  */
-async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): Promise<void> {
+async function declareQueue(step: Step, queue: QueueSpec): Promise<void> {
   const entity = `${queue.kind} ${queue.name}` as const;
   const assert = (args: Record<string, unknown>) => step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));
   try {
@@ -81,9 +75,8 @@ async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): P
     return;
   } catch (err) {
     if (!isMismatch(err)) throw err;
-    if (!namesCreationOnly(err) || !canReopen) throw new TopologyMismatchError(entity, err);
+    if (!namesCreationOnly(err) || !step.canReopen) throw new TopologyMismatchError(entity, err);
   }
-  // What an existing queue may differ in: its replication.
   const rest: Record<string, unknown> = { ...queue.arguments };
   for (const name of CREATION_ONLY_ARGUMENTS) delete rest[name];
   await assert(rest).catch((err: unknown) => {
@@ -92,44 +85,37 @@ async function declareQueue(step: Step, queue: QueueSpec, canReopen: boolean): P
   });
 }
 
-/**
- * What a publisher needs so that no event is lost before a dispatcher ever ran; only this, so it
- * never clashes with the arguments the programs give their other queues and streams.
- */
+/** What a publisher needs so that no event is lost before a dispatcher ever ran; only this, so it never clashes. */
 export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
-  await declareIntakeWith(stepper(source), typeof source === 'function', prefix, replication);
+  await declareIntakeWith(stepper(source), prefix, replication);
 }
 
-async function declareIntakeWith(step: Step, canReopen: boolean, prefix: string, replication?: Replication): Promise<void> {
+async function declareIntakeWith(step: Step, prefix: string, replication?: Replication): Promise<void> {
   const intake = intakeSpec(prefix, replication);
   await declareExchange(step, intake.exchange);
-  await declareQueue(step, intake.queue, canReopen);
+  await declareQueue(step, intake.queue);
   await step((channel) => channel.bindQueue(intake.binding.destination, intake.binding.source, intake.binding.routingKey));
 }
 
-/**
- * Declares everything, at start-up and on every reconnect, until a real mismatch. The intake comes
- * first, so events reach dispatch even when a later queue clashes.
- */
+/** Declares everything, the intake first, so events reach dispatch even when a later queue clashes. */
 export async function declareTopology(source: ChannelSource, options: TopologyOptions): Promise<void> {
   const step = stepper(source);
-  const canReopen = typeof source === 'function';
   const spec = topologySpec(options);
-  await declareIntakeWith(step, canReopen, options.prefix, options.replication);
+  await declareIntakeWith(step, options.prefix, options.replication);
   for (const queue of spec.queues) {
-    if (queue.name !== spec.binding.destination) await declareQueue(step, queue, canReopen);
+    if (queue.name !== spec.binding.destination) await declareQueue(step, queue);
   }
   await declareExchange(step, spec.operational);
   if (options.operationalWebhook !== undefined) {
-    // Unbinding a binding that is not there is no error: a dispatcher without the URL stops the events reaching dispatch.
+    // Unbinding a binding that is not there is no error.
     const { source, destination, routingKey } = operationalBinding(options.prefix);
     await step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, source, routingKey) : channel.unbindQueue(destination, source, routingKey)));
   }
 }
 
-/** One queue or stream on its own, e.g. the deliveries stream declared by the programs that use it. */
+/** One queue or stream on its own. */
 export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec): Promise<void> {
-  await declareQueue(stepper(source), queue, typeof source === 'function');
+  await declareQueue(stepper(source), queue);
 }
 
 /** A program's broker connection: the whole topology declared on every (re)connect, then opened. */
@@ -138,7 +124,6 @@ export async function openTopologyBroker(options: {
   name: string;
   logger: Logger;
   topology: TopologyOptions;
-  /** Aborts the first connect (a signal during start-up). */
   signal?: AbortSignal;
 }): Promise<BrokerConnection> {
   const { topology, signal, ...connection } = options;

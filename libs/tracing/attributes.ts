@@ -23,15 +23,13 @@ export const ATTR = {
   attempt: 'webhook.attempt',
   outcome: 'webhook.outcome',
   reference: 'webhook.reference',
-  /** A fanned-out message's span: how many endpoints it was walked to. */
   endpoints: 'webhook.endpoints',
 } as const;
 
 export const MESSAGING_SYSTEM = 'rabbitmq';
 
-/** A URL as a span may show it: no query, fragment, user or password (a merchant's URL may carry a token). */
+/** A URL as a span may show it: no query, fragment, user or password (a merchant's URL may carry a token); parsed once. */
 export function safeUrl(url: string): SafeUrl | undefined {
-  // Per attempt: a merchant's URL is parsed once (a new URL() costs microseconds), the cache bounded.
   if (!safeUrls.has(url)) safeUrls.set(url, parseSafeUrl(url));
   return safeUrls.get(url);
 }

@@ -2,10 +2,7 @@ import { type Attributes, type Context, context, propagation, ROOT_CONTEXT, type
 import { ATTR, MESSAGING_SYSTEM } from './attributes.js';
 import { contextFromHeaders, endedAfter, tracer, tracingActive } from './spans.js';
 
-/**
- * Spans whose parent is passed by hand, not through the active context (AsyncLocalStorage costs
- * every promise once entered); attributes are set only on a recorded span.
- */
+/** Spans whose parent is passed by hand, not through the active context (AsyncLocalStorage costs every promise). */
 function startIn(parent: Context, name: string, kind: SpanKind, attributes: Attributes | undefined): Span {
   const span = tracer().startSpan(name, { kind }, parent);
   if (attributes !== undefined && span.isRecording()) span.setAttributes(attributes);
@@ -18,7 +15,7 @@ export function spanFromHeaders(name: string, kind: SpanKind, headers: Record<st
   return startIn(contextFromHeaders(headers), name, kind, attributes);
 }
 
-/** Unsampled: its children would not be sampled either, so the caller gets it back (end() and attributes do nothing). */
+/** Unsampled: its children would not be sampled either, so the caller gets it back. */
 function unsampled(parent: Span | undefined): parent is Span {
   return parent !== undefined && (parent.spanContext().traceFlags & TraceFlags.SAMPLED) === 0;
 }
@@ -30,9 +27,8 @@ export function childSpan(parent: Span, name: string, kind: SpanKind, attributes
 }
 
 /**
- * Writes the span's context into AMQP or HTTP headers, so what they carry continues its trace. A
- * `tracestate` copied from the message is the span's own or none: one upstream sent without a valid
- * traceparent (ignored then, as W3C says) would otherwise join the trace at the next hand-back.
+ * Writes the span's context into AMQP or HTTP headers. A `tracestate` copied from the message is the
+ * span's own or none: one upstream sent without a valid traceparent would otherwise join the trace.
  */
 export function injectSpan(span: Span, headers: Record<string, unknown>): void {
   if ('tracestate' in headers) delete headers.tracestate;
@@ -41,14 +37,14 @@ export function injectSpan(span: Span, headers: Record<string, unknown>): void {
 
 const NO_FIELDS = {};
 
-/** The ids a log line about the span's work carries (none without a span). */
+/** The ids a log line about the span's work carries. */
 export function spanLogFields(span: Span | undefined): { trace_id?: string; span_id?: string } {
   if (span === undefined) return NO_FIELDS;
   const { traceId, spanId } = span.spanContext();
   return { trace_id: traceId, span_id: spanId };
 }
 
-/** Publish spans' constant attributes by destination, made once: the topology's few queue names. */
+/** Publish spans' constant attributes by destination, made once. */
 const publishAttributes = new Map<string, Attributes>();
 
 /** The producer span of a publish to `destination` in `parent`, for a caller that ends it itself. */
@@ -58,7 +54,6 @@ export function publishChild(parent: Span | Context, destination: string, webhoo
   let constants = publishAttributes.get(destination);
   if (constants === undefined) {
     constants = { [ATTR.messagingSystem]: MESSAGING_SYSTEM, [ATTR.messagingOperationType]: 'send', [ATTR.messagingOperationName]: 'publish', [ATTR.messagingDestination]: destination };
-    // A handful in practice; the bound only guards against a bug.
     if (publishAttributes.size < 1_000) publishAttributes.set(destination, constants);
   }
   const span = startIn('spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent, `publish ${destination}`, SpanKind.PRODUCER, constants);

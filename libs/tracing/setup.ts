@@ -7,7 +7,6 @@ import { safeUrl } from './attributes.js';
 import { setTracingActive } from './spans.js';
 
 export interface Tracing {
-  /** Exports the spans buffered so far (a test before it looks). */
   flush(): Promise<void>;
   /** Exports what is buffered (bounded by `timeoutMs`) and stops; safe twice. */
   shutdown(timeoutMs?: number): Promise<void>;
@@ -16,9 +15,7 @@ export interface Tracing {
 const OFF: Tracing = { flush: async () => {}, shutdown: async () => {} };
 
 /**
- * Starts the OpenTelemetry SDK when `settings` say where to export: only then are the SDK and the
- * exporter imported, else the code sees the API package's no-op tracer. A collector down or slow
- * fills the batch processor's queue and drops spans, never slows a delivery.
+ * Starts the OpenTelemetry SDK when `settings` say where to export: only then is it imported.
  * `activeContext: false`: no context manager, for a program that passes every parent by hand.
  */
 export async function startTracing(settings: TracingSettings | undefined, logger?: Logger, options: { activeContext?: boolean } = {}): Promise<Tracing> {
@@ -39,11 +36,10 @@ export async function startTracing(settings: TracingSettings | undefined, logger
     sampler: rootName !== settings.sampler.name ? new sdk.ParentBasedSampler({ root }) : root,
     spanProcessors: [new sdk.BatchSpanProcessor(exporter, { ...settings.batch, exportTimeoutMillis: settings.exportTimeoutMs ?? settings.batch.exportTimeoutMillis })],
   });
-  // An AsyncLocalStorage context manager, once entered (the batch processor enters one per export),
-  // costs a hook on every promise: a third of the dispatcher's rate (BENCHMARKS.md section 14).
+  // An AsyncLocalStorage context manager, once entered, costs a hook on every promise.
   provider.register(options.activeContext === false ? { contextManager: null } : {});
   setTracingActive(true);
-  // The collector's address only: a basic-auth collector's credentials (user:password@) or a key in the query are no log's.
+  // Not the collector's credentials.
   logger?.info('tracing on', { url: safeUrl(settings.url)?.full ?? 'not a URL', protocol: settings.protocol, serviceName: settings.serviceName, sampler: settings.sampler.name });
   let stopping: Promise<void> | undefined;
   return {
@@ -63,11 +59,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
   };
 }
 
-/**
- * A running program whose stop() then exports the spans still buffered, within what is left of
- * `stopTimeoutMs` (SHUTDOWN_TIMEOUT) from the stop's start: a collector that does not answer must
- * not carry the stop past it (the program's backstop would exit 1 after a clean drain).
- */
+/** A program whose stop() then exports the spans still buffered, within what is left of `stopTimeoutMs`. */
 export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing, stopTimeoutMs = Infinity): { stop(): Promise<void>; fatal?: Promise<Error> } {
   return {
     fatal: program.fatal,
@@ -78,13 +70,9 @@ export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promis
   };
 }
 
-/** What the SDK's BatchSpanProcessor warns once spans could be queued again after it dropped some. */
 const DROPPED = /^Dropped (\d+) spans because maxQueueSize reached/;
 
-/**
- * The SDK's warnings and errors as log lines, at most one of a kind a minute (a collector down
- * fails every export). Spans the batch processor dropped are summed, logged at most once a minute.
- */
+/** The SDK's warnings and errors as log lines, at most one of a kind a minute; dropped spans summed. */
 function droppedSpansReporter(logger: Logger): DiagLogger {
   const everyMs = 60_000;
   let dropped = 0;

@@ -3,7 +3,7 @@ import { ATTR } from './attributes.js';
 
 const NOT_RECORDING = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
-/** Whether the SDK was started: asked first, so that with tracing off a delivery creates no span, closure or context. */
+/** Asked first, so that with tracing off a delivery creates no span, closure or context. */
 let active = false;
 let current: Tracer | undefined;
 
@@ -32,7 +32,7 @@ const headerGetter: TextMapGetter<Record<string, unknown> | undefined> = {
   },
 };
 
-/** The trace the headers carry, from the root: without a traceparent, never the active context (a span would link to itself). */
+/** From the root: without a traceparent, never the active context (a span would link to itself). */
 export function contextFromHeaders(headers: Record<string, unknown> | undefined): Context {
   return propagation.extract(ROOT_CONTEXT, headers, headerGetter);
 }
@@ -44,7 +44,7 @@ export function markFailed(span: Span, err: unknown, type?: string): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: String(error?.message ?? err).slice(0, 200) });
 }
 
-/** Runs `work` in a new span under the active context, ended when it settles; with tracing off, a non-recording one. */
+/** Runs `work` in a new span under the active context; with tracing off, a non-recording one. */
 export async function inSpan<T>(name: string, options: { kind?: SpanKind; attributes?: Attributes }, work: (span: Span) => Promise<T>): Promise<T> {
   if (!tracingActive()) return work(NOT_RECORDING);
   const parent = context.active();
@@ -52,7 +52,6 @@ export async function inSpan<T>(name: string, options: { kind?: SpanKind; attrib
   return endedAfter(span, () => context.with(trace.setSpan(parent, span), () => work(span)));
 }
 
-/** `work`'s result; the span is marked failed if it throws, and ended when it settles. */
 export async function endedAfter<T>(span: Span, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -71,7 +70,6 @@ export function linkActiveSpanTo(headers: Record<string, unknown> | undefined, a
   if (spanContext && isSpanContextValid(spanContext)) trace.getActiveSpan()?.addLink({ context: spanContext, attributes });
 }
 
-/** The trace and span ids of the active span, for log lines; undefined outside a span. */
 export function activeIds(): { trace_id: string; span_id: string } | undefined {
   const spanContext = trace.getActiveSpan()?.spanContext();
   if (!spanContext || !isSpanContextValid(spanContext)) return undefined;
