@@ -1,9 +1,6 @@
 import type { Channel, Message } from 'amqplib';
 
-/**
- * Coalesces a channel's acks: one event-loop turn's go out as one `multiple` ack up to the highest
- * tag with nothing unsettled below it (each quorum-queue ack is a Raft command), the rest one by one.
- */
+/** Coalesces a channel's acks: a turn's go out as one `multiple` ack where nothing unsettled is below, the rest one by one. */
 export class AckBatcher {
   /** Lowest delivery tag not yet settled (tags start at 1 on every channel). */
   private floor = 1;

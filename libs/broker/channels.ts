@@ -30,10 +30,7 @@ export function ignoreUnsolicitedReplies(channel: Channel, onDropped?: (method: 
   };
 }
 
-/**
- * Cancels the channel's consumers, then closes it, within `timeoutMs`: RabbitMQ 3.10 keeps a stream
- * consumer whose channel closed without basic.cancel, even after its connection closed.
- */
+/** Cancels the channel's consumers, then closes it: RabbitMQ 3.10 keeps a stream consumer closed without basic.cancel. */
 export async function cancelAndClose(channel: Channel, consumerTags: Iterable<string>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   await within(timeoutMs, Promise.all([...consumerTags].map((tag) => channel.cancel(tag).catch(() => {}))));

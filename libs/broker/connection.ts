@@ -47,7 +47,6 @@ export class BrokerConnection extends EventEmitter {
   /** Being set up: close() must not leave it behind. */
   private pending?: ChannelModel;
   private redeclaring?: Promise<void>;
-  /** host:port */
   node?: string;
   private readonly host: ConsumerHost;
 
@@ -276,11 +275,7 @@ export class BrokerConnection extends EventEmitter {
     return this.waitForPublishChannel(waitMs);
   }
 
-  /**
-   * Publishes `mandatory` and resolves once confirmed, waiting for a reconnect if needed; routed
-   * nowhere: BrokerUnroutableError. Past `deadlineMs` it fails yet may still be stored later: callers
-   * whose retry would duplicate it leave the deadline out.
-   */
+  /** Publishes `mandatory`, confirmed, waiting for a reconnect if needed; past `deadlineMs` it may still be stored later. */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
     const started = Date.now();
     const { channel, returns } = await this.waitForPublishChannel(deadlineMs);

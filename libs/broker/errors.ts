@@ -1,6 +1,5 @@
 import { NamedError } from '../runtime/named-error.js';
 
-/** The broker could not take a publish or an operation right now. */
 export class BrokerUnavailableError extends NamedError {}
 
 /** Not confirmed within its deadline (flow control): it may still be stored later. */

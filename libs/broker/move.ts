@@ -9,10 +9,7 @@ export interface HeldMessage extends Pick<Delivery, 'live' | 'ack' | 'nack'> {
   properties: MessageProperties;
 }
 
-/**
- * A copy's properties: the message's own with `headers`, but not user-id (the broker checks it) nor
- * expiration; without a messageId, its webhook-id, so every copy names the same webhook.
- */
+/** A copy's properties: the message's own with `headers`, not user-id (the broker checks it) nor expiration. */
 export function copyProperties(properties: Partial<MessageProperties>, headers: Record<string, string | number | boolean>, webhookId?: string): Options.Publish {
   return {
     persistent: true,
@@ -50,9 +47,8 @@ export interface MoveOptions {
 export type MoveResult = 'moved' | 'requeued' | 'channel-lost';
 
 /**
- * Publishes a copy (mandatory, confirmed), then acks the original: a crash in between duplicates,
- * never loses. A refused or unknown publish is tried again with backoff, then the original is
- * requeued once (its delivery limit ends any loop). Other errors throw.
+ * Publishes a copy, then acks the original: a crash in between duplicates, never loses. A refused
+ * publish is tried again with backoff, then the original is requeued once. Other errors throw.
  */
 export async function moveMessage(broker: BrokerConnection, held: HeldMessage, queue: string, options: MoveOptions): Promise<MoveResult> {
   for (let retry = 0; ; retry++) {

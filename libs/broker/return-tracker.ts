@@ -7,10 +7,7 @@ interface Pending {
   returned?: string;
 }
 
-/**
- * Matches basic.return frames (before the confirm, without a delivery tag) to the oldest unconfirmed
- * mandatory publish with the same exchange, routing key and body (identical messages share one fate).
- */
+/** Matches a basic.return (no delivery tag) to the oldest unconfirmed publish with its exchange, routing key and body. */
 export class ReturnTracker {
   private readonly pending = new Set<Pending>();
 

@@ -1,8 +1,4 @@
-/**
- * The broker's park of a message from `queue`, from its x-death entry: reason, the exchange it had
- * been published to, its first routing key, and when, in seconds. Never from x-first-death-*:
- * RabbitMQ 3.10 writes those only on a message with no x-death, so they may be upstream's.
- */
+/** The broker's park of a message from `queue`, from its x-death entry; never x-first-death-*, which may be upstream's. */
 export function brokerPark(headers: Record<string, unknown> | undefined, queue: string) {
   const deaths = headers?.['x-death'];
   if (!Array.isArray(deaths)) return undefined;
@@ -18,10 +14,8 @@ export function brokerPark(headers: Record<string, unknown> | undefined, queue: 
 }
 
 /**
- * Whether a copy the broker parked from dispatch is one upstream published (its bookkeeping headers
- * never trusted): its entry names upstream's exchange, or its TTL ran out, which only upstream's
- * publish can carry (no copy of ours has an expiration). The exchange alone is not enough: RabbitMQ
- * 3.10 keeps the exchange of an entry upstream wrote for this queue and reason.
+ * Whether a copy the broker parked from dispatch is upstream's: its entry names upstream's exchange,
+ * or its TTL ran out (no copy of ours has an expiration; RabbitMQ 3.10 keeps upstream's entry).
  */
 export function parkedFromUpstream(park: { reason: string; exchange: string }, upstreamExchange: string): boolean {
   return park.exchange === upstreamExchange || park.reason === 'expired';

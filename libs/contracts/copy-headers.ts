@@ -13,10 +13,7 @@ const RESET_ON_RESEND: ReadonlySet<string> = new Set([
   HEADERS.ordered,
 ]);
 
-/**
- * Our bookkeeping: trusted only on messages we moved, never on what upstream published (its
- * x-original-routing-key would pass its copy for one moved back from invalid).
- */
+/** Our bookkeeping: trusted only on messages we moved, never on what upstream published. */
 const BOOKKEEPING_HEADERS: ReadonlySet<string> = new Set([
   ...RESET_ON_RESEND,
   HEADERS.firstSeenAt, HEADERS.resentAt, HEADERS.resend, HEADERS.checkpointId, HEADERS.endpointId, HEADERS.originalRoutingKey,

@@ -16,10 +16,7 @@ export const REFERENCE_FIELDS: Record<EventName, readonly string[]> = {
 
 export const MAX_REFERENCE_LENGTH = 200;
 
-/**
- * The references the service takes, at intake, in the resend API and the CLI alike: no control
- * characters, and no lone UTF-16 surrogate (JSON's `\ud800` escape), which PostgreSQL's json refuses.
- */
+/** No control characters, and no lone UTF-16 surrogate (JSON's `\ud800` escape), which PostgreSQL's json refuses. */
 export function isWellFormedReference(text: string): boolean {
   // eslint-disable-next-line no-control-regex
   return text.length >= 1 && text.length <= MAX_REFERENCE_LENGTH && !/[\u0000-\u001f\u007f-\u009f]/.test(text) && !LONE_SURROGATE.test(text);

@@ -75,10 +75,7 @@ export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollo
 
 export type ScalarHeaders = Record<string, string | number | boolean>;
 
-/**
- * The most bytes upstream's own headers may take on a copy: amqplib encodes a message's headers in
- * 64 KiB, an upstream client may send up to 128 KiB. Past this a message is parked as too-large.
- */
+/** The most bytes upstream's headers may take: amqplib encodes a message's headers in 64 KiB (upstream's may be 128). */
 export const MAX_FOREIGN_HEADER_BYTES = 32 * 1024;
 
 const SERVICE_HEADERS: ReadonlySet<string> = new Set(Object.values(HEADERS));
@@ -101,10 +98,7 @@ export function webhookHeaders(merchantId: string, event: string, webhookId: str
   return headers;
 }
 
-/**
- * Keeps the scalar headers of a message: not arrays and tables such as x-death, nor any holding a
- * NUL (no PostgreSQL text keeps one), nor any whose name no copy can carry.
- */
+/** The scalar headers of a message, but none holding a NUL (no PostgreSQL text keeps one) or too long a name. */
 export function scalarHeaders(headers: Record<string, unknown> | undefined): ScalarHeaders {
   const out: ScalarHeaders = {};
   if (!headers) return out;

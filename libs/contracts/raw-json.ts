@@ -1,9 +1,6 @@
 import { PLATFORM_MERCHANT_ID } from './merchant-id.js';
 
-/**
- * The exact source text of a top-level member of a JSON object, so `data` is relayed byte for byte
- * (JSON.stringify would round 1.10 to 1.1). The text must have passed JSON.parse; the last duplicate wins.
- */
+/** The exact text of a top-level member of parsed JSON, so `data` is relayed byte for byte; the last duplicate wins. */
 export function rawMember(json: string, key: string): string | undefined {
   let i = skipWs(json, 0);
   if (json.charCodeAt(i) !== OPEN_BRACE) return undefined;

@@ -42,10 +42,7 @@ for (const [net, prefix] of BLOCKED_RANGES) {
   blocked.addSubnet(net, prefix, isIP(net) === 6 ? 'ipv6' : 'ipv4');
 }
 
-/**
- * IPv6's reserved ::/8 (unspecified, loopback, IPv4-compatible, -mapped and -translated): no public
- * address is in it. Apart: a BlockList rule for it also matches every plain IPv4 address.
- */
+/** IPv6's reserved ::/8, no public address in it; apart: a BlockList rule for it also matches every IPv4 address. */
 export const RESERVED_V6 = ['::', 8] as const;
 const reservedV6 = new BlockList();
 reservedV6.addSubnet(...RESERVED_V6, 'ipv6');

@@ -6,10 +6,7 @@ export interface Deadlined {
   expire(): void;
 }
 
-/**
- * Every attempt's deadline under one timer (a timer per request cost more CPU than the rest of the
- * client), armed for the earliest deadline only; attempts share a timeout, so adding at the end sorts.
- */
+/** Every attempt's deadline under one timer (a timer per request cost more CPU than the rest of the client). */
 export class Deadlines {
   private oldest: Deadlined | undefined;
   private newest: Deadlined | undefined;

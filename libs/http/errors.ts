@@ -1,9 +1,6 @@
-/**
- * What a merchant is told of a failed attempt: never a resolved address or an OS message, which
- * would make the delivery log an oracle on the dispatcher's network. The message is for operators.
- */
+/** What a merchant is told of a failed attempt: never an address or OS message (no oracle on our network). */
 export const ATTEMPT_ERROR_CLASSES = ['blocked_address', 'dns_failure', 'connection_refused', 'timeout', 'tls_error', 'network_error', 'http_<status>'] as const;
-export type AttemptErrorClass = 'blocked_address' | 'dns_failure' | 'connection_refused' | 'timeout' | 'tls_error' | 'network_error' | `http_${number}`;
+export type AttemptErrorClass = Exclude<(typeof ATTEMPT_ERROR_CLASSES)[number], 'http_<status>'> | `http_${number}`;
 
 export abstract class DeliveryFailedError extends Error {
   readonly status: number | undefined = undefined;

@@ -94,15 +94,11 @@ interface SentOn {
   bytesRead: number;
 }
 
-/** Sockets a request has gone out on. */
 const carried = new WeakSet<Socket>();
 let armed: Attempt | undefined;
 let subscribed = false;
 
-/**
- * Tells `attempt` which connection its request goes out on: undici publishes `undici:client:sendHeaders`
- * synchronously after onConnect, so the next message is this request's (a handler gets no socket).
- */
+/** undici publishes `undici:client:sendHeaders` synchronously after onConnect: the next message is this request's. */
 function watchSend(attempt: Attempt): void {
   if (!subscribed) {
     subscribed = true;
@@ -120,8 +116,7 @@ function watchSend(attempt: Attempt): void {
 
 /**
  * One POST as undici's request handler (request() costs more): the body is read up to the cap, its
- * first `keep` bytes kept, and the deadline aborts it wherever it is. The attempt ends with its
- * body, kept or not: a body trickling after the head must not hold its connection past the deadline.
+ * first `keep` bytes kept; the deadline aborts it wherever it is, a trickling body included.
  */
 class Attempt implements Deadlined {
   deadline = 0;
@@ -206,11 +201,7 @@ class Attempt implements Deadlined {
     else this.answer(this.cut ? this.keptText() : '');
   }
 
-  /**
-   * The keep-alive race (RFC 9112 9.3.1): the merchant closes an idle connection as a request goes
-   * out on it. Sent again, on a new connection, only when its connection was a reused one and not
-   * one byte of its answer came.
-   */
+  /** The keep-alive race (RFC 9112 9.3.1): sent again only on a reused connection from which no byte came. */
   private mayRetry(err: UndiciError): boolean {
     const sent = this.sent;
     if (this.expired || this.settled || this.status !== 0 || !sent?.reused || sent.socket.bytesRead !== sent.bytesRead) return false;

@@ -6,10 +6,9 @@ export interface Parts<T, R> {
 }
 
 /**
- * Writes `items` in one statement; one `refused` for what it carries is halved, and each half
- * again, until every refused item stands alone (about 2·log2(n) statements). Any other error is
- * thrown at once: the items not yet told are the caller's to try again. `refusedWith`: the caller
- * already had all of `items` refused with this error, so the halving starts at once.
+ * Writes `items` in one statement; one `refused` for what it carries is halved, and each half again,
+ * until every refused item stands alone. Any other error is thrown at once. `refusedWith`: the
+ * caller already had all of `items` refused with this error, so the halving starts at once.
  */
 export async function writeApart<T, R>(items: readonly T[], write: (items: T[]) => Promise<R>, refused: (err: unknown, part: readonly T[]) => boolean, parts: Parts<T, R>, refusedWith?: { err: unknown }): Promise<void> {
   if (items.length === 0) return;

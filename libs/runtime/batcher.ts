@@ -17,9 +17,8 @@ interface Pending<T, R> {
 }
 
 /**
- * Batches writes that must not be lost, one batch at a time in the order added. A batch that fails
- * is tried again with what was added meanwhile: the callers wait. Only a batch `refused` for what it
- * carries is written apart (writeApart), and the item refused alone rejects (WriteRefusedError).
+ * Batches writes that must not be lost, one batch at a time: a batch that fails is tried again (the
+ * callers wait), one `refused` for what it carries is written apart, the item refused alone rejects.
  */
 export class RetryingBatcher<T, R> {
   private waiting: Array<Pending<T, R>> = [];

@@ -9,11 +9,9 @@ export interface Running {
 export const DEFAULT_STOP_TIMEOUT_MS = 35_000;
 
 /**
- * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; a start-up error prints one
- * line and exits 1. A signal during start-up aborts `signal` (a broker that cannot be reached is
- * not waited for) and exits 0. A stop still running a moment past `stopTimeoutMs` exits 1.
- * A promise rejection nothing handled (a bug) stops it the same way, then exits 1: Node's own
- * answer, a stack trace and an exit on the spot, would drop the work in flight.
+ * Runs a program until SIGTERM or SIGINT, then stops it and exits 0; a start-up error exits 1, a
+ * signal during start-up aborts `signal`, a stop past `stopTimeoutMs` exits 1. An unhandled
+ * rejection stops it the same way, then exits 1: Node's own exit would drop the work in flight.
  */
 export async function runUntilSignal(
   name: string,
@@ -42,8 +40,7 @@ export async function runUntilSignal(
     if (!stopping) logger?.info('shutting down', { signal });
     stop(signal, 0);
   };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
+  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => onSignal(signal));
   process.on('unhandledRejection', (reason) => {
     logger?.error('unhandled promise rejection; shutting down', rejectionFields(reason));
     stop('unhandled rejection', 1);

@@ -63,10 +63,7 @@ async function declareExchange(step: Step, exchange: ExchangeSpec): Promise<void
   });
 }
 
-/**
- * A queue whose replication alone differs is kept: declared again without those arguments, on a new
- * channel, to check the rest; if the broker still names one of them, it is accepted.
- */
+/** A queue whose replication alone differs is kept: declared again without those arguments to check the rest. */
 async function declareQueue(step: Step, queue: QueueSpec): Promise<void> {
   const entity = `${queue.kind} ${queue.name}` as const;
   const assert = (args: Record<string, unknown>) => step((channel) => channel.assertQueue(queue.name, { durable: true, arguments: args }));

@@ -67,10 +67,7 @@ function stream(name: string, maxAge: string, replication: Replication = DEFAULT
   };
 }
 
-/**
- * Deliveries of one message from `dispatch` before the broker dead-letters it to `invalid`. Set
- * because 3.10 has no limit by default and 4.x silently drops a message after 20 returns.
- */
+/** Set because 3.10 has no delivery limit by default and 4.x silently drops a message after 20 returns. */
 export const DISPATCH_DELIVERY_LIMIT = 10;
 
 /** The deliveries stream must outlast a PostgreSQL outage; its size cap keeps a long one from filling the broker's disk. */
@@ -79,10 +76,7 @@ export const DELIVERIES_MAX_BYTES = 5_000_000_000;
 /** RabbitMQ drops only whole closed segments: a record outlives its 7 days until 50 MB more follow it. */
 export const DELIVERIES_SEGMENT_BYTES = 50_000_000;
 
-/**
- * RabbitMQ applies x-max-age only when it opens a segment, and never deletes the open one: with
- * small segments and the rollover entries (libs/streams/rollover.ts), retention holds.
- */
+/** RabbitMQ applies x-max-age only when it opens a segment: small ones (and libs/streams/rollover.ts) keep retention. */
 export const FAILED_SEGMENT_BYTES = 1024 * 1024;
 
 export function failedSpec(prefix: string, retention: string, replication?: Replication, segmentBytes = FAILED_SEGMENT_BYTES): QueueSpec {

@@ -26,10 +26,7 @@ export function childSpan(parent: Span, name: string, kind: SpanKind, attributes
   return startIn(trace.setSpan(ROOT_CONTEXT, parent), name, kind, attributes);
 }
 
-/**
- * Writes the span's context into AMQP or HTTP headers. A `tracestate` copied from the message is the
- * span's own or none: one upstream sent without a valid traceparent would otherwise join the trace.
- */
+/** Writes the span's context into headers; a copied `tracestate` without a valid traceparent must not join the trace. */
 export function injectSpan(span: Span, headers: Record<string, unknown>): void {
   if ('tracestate' in headers) delete headers.tracestate;
   propagation.inject(trace.setSpan(ROOT_CONTEXT, span), headers);

@@ -14,10 +14,7 @@ export interface Tracing {
 
 const OFF: Tracing = { flush: async () => {}, shutdown: async () => {} };
 
-/**
- * Starts the OpenTelemetry SDK when `settings` say where to export: only then is it imported.
- * `activeContext: false`: no context manager, for a program that passes every parent by hand.
- */
+/** Starts (and only then imports) the SDK; `activeContext: false`: no context manager, every parent passed by hand. */
 export async function startTracing(settings: TracingSettings | undefined, logger?: Logger, options: { activeContext?: boolean } = {}): Promise<Tracing> {
   if (!settings) return OFF;
   const [sdk, { resourceFromAttributes, defaultResource }, { OTLPTraceExporter }] = await Promise.all([
