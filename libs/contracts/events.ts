@@ -44,7 +44,6 @@ export const upstreamMessageSchema = z.looseObject({
 
 export type UpstreamMessage = z.infer<typeof upstreamMessageSchema>;
 
-/** The references present in `data` for this event, in the order of REFERENCE_FIELDS. */
 export function referencesOf(event: EventName, data: Record<string, unknown>): string[] {
   const values = REFERENCE_FIELDS[event].map((field) => data[field]);
   return values.filter((value): value is string => typeof value === 'string' && isWellFormedReference(value));

@@ -59,16 +59,8 @@ export type FailedReason = (typeof FAILED_REASONS)[keyof typeof FAILED_REASONS];
 
 /** x-invalid-code of parked messages; `delivery-limit`: parked by the broker after too many returns. */
 export const INVALID_CODES = [
-  'not-json',
-  'invalid-envelope',
-  'missing-reference',
-  'invalid-message-id',
-  'too-large',
-  'unknown-merchant',
-  'internal-error',
-  'wait-not-ended',
-  'upstream-x-death',
-  'delivery-limit',
+  'not-json', 'invalid-envelope', 'missing-reference', 'invalid-message-id', 'too-large', 'unknown-merchant',
+  'internal-error', 'wait-not-ended', 'upstream-x-death', 'delivery-limit',
 ] as const;
 
 export const ENTRY_TYPES = { failure: 'failure', checkpoint: 'checkpoint', rollover: 'rollover' } as const;

@@ -31,7 +31,6 @@ export function createLogger(options: { level: LogLevel; service: string; silent
   });
 }
 
-/** A logger that writes nothing, for tests and library defaults. */
 export function silentLogger(): Logger {
   return createLogger({ level: 'error', service: 'silent', silent: true });
 }

@@ -110,7 +110,6 @@ export async function declareTopology(source: ChannelSource, options: TopologyOp
   }
 }
 
-/** One queue or stream on its own. */
 export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec): Promise<void> {
   await declareQueue(stepper(source), queue);
 }

@@ -11,10 +11,7 @@ export interface TopologyOptions {
   operationalWebhook?: boolean;
 }
 
-export interface Replication {
-  quorumGroupSize: number;
-  streamClusterSize: number;
-}
+export type Replication = { quorumGroupSize: number; streamClusterSize: number };
 
 const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize: 3 };
 
@@ -22,10 +19,7 @@ const DEFAULT_REPLICATION: Replication = { quorumGroupSize: 3, streamClusterSize
 export const CREATION_ONLY_ARGUMENTS = ['x-quorum-initial-group-size', 'x-initial-cluster-size'] as const;
 
 /** Every entity is durable and never auto-deleted; only names, kinds and arguments vary. */
-export interface ExchangeSpec {
-  name: string;
-  type: 'topic';
-}
+export type ExchangeSpec = { name: string; type: 'topic' };
 
 export interface QueueSpec {
   name: string;
@@ -34,11 +28,7 @@ export interface QueueSpec {
   arguments: Readonly<Record<string, string | number>>;
 }
 
-interface BindingSpec {
-  source: string;
-  destination: string;
-  routingKey: string;
-}
+type BindingSpec = { source: string; destination: string; routingKey: string };
 
 export interface TopologySpec {
   exchange: ExchangeSpec;
@@ -87,7 +77,6 @@ export function deliveriesSpec(prefix: string, replication?: Replication): Queue
   return stream(topologyNames(prefix).deliveries, DELIVERIES_RETENTION, replication, DELIVERIES_SEGMENT_BYTES, DELIVERIES_MAX_BYTES);
 }
 
-/** What a publisher needs: the events exchange and the dispatch queue bound to it. */
 export function intakeSpec(prefix: string, replication?: Replication): { exchange: ExchangeSpec; queue: QueueSpec; binding: BindingSpec } {
   const names = topologyNames(prefix);
   return {

@@ -26,9 +26,7 @@ const headerGetter: TextMapGetter<Record<string, unknown> | undefined> = {
   keys: (carrier) => (carrier ? Object.keys(carrier) : []),
   get: (carrier, key) => {
     const value = carrier?.[key];
-    if (typeof value === 'string') return value;
-    if (Buffer.isBuffer(value)) return value.toString('utf8');
-    return undefined;
+    return typeof value === 'string' ? value : Buffer.isBuffer(value) ? value.toString('utf8') : undefined;
   },
 };
 
