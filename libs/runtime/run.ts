@@ -28,11 +28,10 @@ export async function runUntilSignal(
       return;
     }
     stopping = { why, code };
-    const force = setTimeout(() => {
+    setTimeout(() => {
       logger?.error('shutdown timed out', { timeoutMs: stopTimeoutMs });
       process.exit(1);
-    }, stopTimeoutMs + 1_000);
-    force.unref();
+    }, stopTimeoutMs + 1_000).unref();
     if (started) started();
     else abort.abort();
   };
