@@ -2,6 +2,7 @@ import { context, diag, type DiagLogger, DiagLogLevel, propagation, trace } from
 import type { Sampler } from '@opentelemetry/sdk-trace-base';
 import type { TracingSettings } from '../config/tracing.js';
 import type { Logger } from '../logger/index.js';
+import type { Running } from '../runtime/run.js';
 import { within } from '../runtime/timers.js';
 import { safeUrl } from './attributes.js';
 import { setTracingActive } from './spans.js';
@@ -57,7 +58,7 @@ export async function startTracing(settings: TracingSettings | undefined, logger
 }
 
 /** A program whose stop() then exports the spans still buffered, within what is left of `stopTimeoutMs`. */
-export function stoppingTracing(program: { stop(): Promise<void>; fatal?: Promise<Error> }, tracing: Tracing, stopTimeoutMs = Infinity): { stop(): Promise<void>; fatal?: Promise<Error> } {
+export function stoppingTracing(program: Running, tracing: Tracing, stopTimeoutMs = Infinity): Running {
   return {
     fatal: program.fatal,
     stop: () => {
