@@ -23,50 +23,47 @@ export const statusOf = (outcome: Outcome): WebhookStatus => STATUS_OF[outcome];
 
 const iso = z.iso.datetime({ offset: true });
 
-/** An attempt: an HTTP request was made (or tried: a timeout, a refused connection). */
+/** An HTTP request made (or tried: a timeout, a refused connection). */
 const attemptSchema = z.object({
   startedAt: iso,
   durationMs: z.number().int().min(0),
-  /** The merchant's answer; absent when there was none (timeout, network error). */
   httpStatus: z.number().int().min(100).max(599).optional(),
-  /** Why the attempt failed, as a class (ATTEMPT_ERROR_CLASSES: http_<status>, timeout, ...): merchants read it, so never the detail. */
+  /** ATTEMPT_ERROR_CLASSES (http_<status>, timeout, ...): merchants read it, so never the detail. */
   error: z.string().max(1000).optional(),
-  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the response body, as UTF-8 text; only when there was an answer. */
+  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the response body, as UTF-8 text. */
   responseBody: z.string().optional(),
 });
 export type Attempt = z.infer<typeof attemptSchema>;
 
 /**
- * One record of the delivery log: what happened to one delivery of a webhook, one per delivery
- * the dispatcher settles. `payload` travels on every record, so that a record stands alone (a
- * webhook whose first record is past the stream's retention still shows its body); it is the
- * body's text, never a parsed value: the log keeps the bytes sent, and a resend from it sends them.
+ * What happened to one delivery of a webhook, one per delivery the dispatcher settles. `payload`
+ * travels on every record, so that a record stands alone; it is the body's text, never a parsed
+ * value: the log keeps the bytes sent, and a resend from it sends them.
  */
 export const deliveryRecordSchema = z.object({
   /** A record published twice (an unconfirmed flush sent again) is stored once. */
   id: z.uuid(),
-  /** When the record was made; the recorder partitions attempts by its day. */
+  /** The recorder partitions attempts by its day. */
   at: iso,
   webhookId: z.string().min(1).max(200),
   merchantId: z.string().min(1).max(200),
-  /** The endpoint (ep_…) this delivery went to; absent on records written before endpoints fanned out. */
+  /** Absent on records written before endpoints. */
   endpointId: z.string().min(1).max(200).optional(),
   event: z.string().min(1).max(100),
   references: z.array(z.string().min(1).max(200)).max(4),
   payload: z.string().optional(),
-  /** x-first-seen-at: the same on every record of a webhook, but an ordered one's after its wait (PostgreSQL's clock stamps it); the log keeps the first record's. */
+  /** x-first-seen-at: an ordered webhook's changes after its wait; the log keeps the first record's. */
   firstSeenAt: iso,
   outcome: z.enum(OUTCOMES),
-  /** The attempt number this record is about (1 for the first POST); attempts so far when none was made. A resend counts from 1 again. */
+  /** 1 for the first POST; attempts so far when none was made. A resend counts from 1 again. */
   attemptNumber: z.number().int().min(0),
-  /** 0 for the webhook's own attempts, n for its n-th resend's: with the attempt number it orders the records, not a clock. */
+  /** 0 for the webhook's own attempts, n for its n-th resend's: with the attempt number it orders the records. */
   resend: z.number().int().min(0).optional(),
   attempt: attemptSchema.optional(),
-  /** `retrying`, `postponed`, `deferred`: when the next attempt is due. */
   nextAttemptAt: iso.optional(),
   /** `failed`: a FAILED_REASONS value; `skipped`: why (webhook-disabled, not-subscribed, ...); `invalid`: its code. */
   reason: z.string().max(200).optional(),
 });
 export type DeliveryRecord = z.infer<typeof deliveryRecordSchema>;
-/** What the dispatcher gives record(): the id and time are filled in when absent. */
+/** The id and time are filled in when absent. */
 export type DeliveryRecordInput = Omit<DeliveryRecord, 'id' | 'at'> & { id?: string; at?: string };

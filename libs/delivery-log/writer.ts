@@ -9,19 +9,10 @@ import { NamedError } from '../runtime/named-error.js';
 export const STREAM_MESSAGE_LIMITS = { records: 200, bytes: 1024 * 1024 };
 
 /**
- * The largest message body a dispatcher takes (MAX_MESSAGE_BYTES at most). Its record escapes the
- * body (twice its bytes at worst) into a stream message beside up to STREAM_MESSAGE_LIMITS.bytes of
- * other records: past 16 MiB, RabbitMQ 4's default max_message_size, the broker closes the
- * publishing channel. test/unit/config.test.ts adds it up.
+ * The largest message body a dispatcher takes (MAX_MESSAGE_BYTES at most): its record (escaped, twice
+ * its bytes at worst) and STREAM_MESSAGE_LIMITS.bytes of others stay under RabbitMQ 4's 16 MiB max_message_size.
  */
 export const MAX_RECORDED_BODY_BYTES = 4 * 1024 * 1024;
-
-export interface DeliveryRecorderOptions {
-  prefix: string;
-  replication?: Replication;
-  /** A batch is published at this many records, or 5 ms after its first. */
-  maxRecords?: number;
-}
 
 /** The stream message holding a record was not confirmed: the delivery must not be acked. */
 export class RecordNotConfirmedError extends NamedError {
@@ -30,7 +21,6 @@ export class RecordNotConfirmedError extends NamedError {
   }
 }
 
-/** record() after stop(): the program is shutting down. */
 export class RecorderStoppedError extends NamedError {
   constructor() {
     super('the delivery recorder is stopped');
@@ -41,10 +31,8 @@ type Batch = ReturnType<typeof newBatch>;
 
 /**
  * Writes delivery records to `<prefix>.deliveries`, several per stream message; each record()
- * resolves once the broker confirmed the message that holds it. The dispatcher acks a delivery
- * only after that, so a crash cannot leave an attempt unrecorded; a failed publish rejects every
- * record of the batch, and those deliveries stay unacked (they come back, and are recorded then).
- * Batches are published concurrently; each is its own confirm.
+ * resolves once the broker confirmed the message that holds it. The dispatcher acks a delivery only
+ * after that, so a crash cannot leave an attempt unrecorded. Batches are published concurrently.
  */
 export class DeliveryRecorder {
   private batch: Batch | undefined;
@@ -58,19 +46,19 @@ export class DeliveryRecorder {
   constructor(
     private readonly broker: BrokerConnection,
     private readonly logger: Logger,
-    private readonly options: DeliveryRecorderOptions,
+    /** maxRecords: a batch is published at this many records, or 5 ms after its first. */
+    private readonly options: { prefix: string; replication?: Replication; maxRecords?: number },
   ) {
     this.stream = topologyNames(options.prefix).deliveries;
   }
 
-  /** Declares the deliveries stream, now and after every reconnect (the stream may have been deleted). */
+  /** Declares the deliveries stream, now and after every reconnect. */
   async start(): Promise<void> {
     await this.declare();
     this.broker.off('connected', this.onConnected);
     this.broker.on('connected', this.onConnected);
   }
 
-  /** Every record of a batch gets the batch's one promise: record() runs per delivery. */
   record(input: DeliveryRecordInput): Promise<void> {
     if (this.stopped) return Promise.reject(new RecorderStoppedError());
     // A record made whole by its writer (the dispatcher's are) is kept as it is, not copied.
@@ -80,7 +68,6 @@ export class DeliveryRecorder {
     const json = JSON.stringify(record);
     batch.records.push(json);
     batch.bytes += Buffer.byteLength(json) + 1;
-    // Bounded in bytes too, so that what the log's recorder holds per message read is bounded.
     if (batch.records.length >= (this.options.maxRecords ?? STREAM_MESSAGE_LIMITS.records) || batch.bytes >= STREAM_MESSAGE_LIMITS.bytes) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), 5);
     return batch.written;
@@ -115,14 +102,12 @@ export class DeliveryRecorder {
   private async publish(batch: Batch): Promise<void> {
     const content = Buffer.from(`[${batch.records.join(',')}]`);
     const properties = { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } };
-    // Not confirmed within 10 s, the publish fails its records (RecordNotConfirmedError).
     const send = () => this.broker.sendToQueue(this.stream, content, properties, 10_000);
     try {
       try {
         await send();
       } catch (err) {
-        // An operator deleted the stream (it cannot be purged): declare it again and send once more,
-        // rather than lose every record until the next reconnect.
+        // An operator deleted the stream: declare it again and send once more.
         if (!(err instanceof BrokerUnroutableError)) throw err;
         this.logger.warn('deliveries stream missing; declaring it again', { stream: this.stream });
         await this.declare();
@@ -136,7 +121,7 @@ export class DeliveryRecorder {
   }
 }
 
-/** Records published together (as JSON, and its bytes), and the one promise each of their record() calls returns. */
+/** Records published together (as JSON, and its bytes), and the one promise their record() calls return. */
 function newBatch() {
   let resolve!: () => void;
   let reject!: (err: Error) => void;
@@ -144,7 +129,7 @@ function newBatch() {
     resolve = res;
     reject = rej;
   });
-  // Each record() caller handles the rejection; this keeps a batch nobody awaits from being an unhandled one.
+  // A batch nobody awaits is not an unhandled rejection.
   written.catch(() => {});
   return { records: [] as string[], bytes: 0, written, resolve, reject };
 }

@@ -4,7 +4,7 @@ import { INDEX_FROM_LOG } from '../failed/store.js';
 import { writeApart } from '../runtime/apart.js';
 import type { Prepared } from './batches.js';
 import type { Queryable, Session } from './database.js';
-import { ensurePartitionsFor, forgetPartitions, NO_ROWS, prepareRows, type Quarantined, quarantine, storeBatch } from './materialise.js';
+import { ensurePartitionsFor, forgetPartitions, prepareRows, type Quarantined, quarantine, storeBatch } from './materialise.js';
 import { isRefusal, isTimeout } from './refusals.js';
 
 /** Stores the recorder's batches, each with its offset; what PostgreSQL refuses for its data is set aside in delivery_log_quarantine. */
@@ -15,7 +15,6 @@ export class BatchWriter {
   constructor(
     private readonly stream: string,
     private readonly logger: Logger,
-    /** The recorder's counters of what is set aside. */
     private readonly state: { rejected: number; quarantined: number },
   ) {}
 
@@ -27,26 +26,23 @@ export class BatchWriter {
       await storeIndexed(session, batch.records, (db) => storeBatch(db, this.stream, prepareRows(batch.records, batch.positions), batch.nextOffset, batch.caughtUpAt, batch.lastEntry));
       return;
     } catch (err) {
-      // The same rule as for a half: a batch of one record is that record alone, its timeouts counted
-      // (uncounted, one alone at the stream's end was tried again at every lead, for ever).
+      // A batch of one record is that record alone, its timeouts counted.
       if (!this.refuses(batch, [...batch.records.keys()], err)) throw err;
       // Retention may have dropped a day partition this session knew of: made again where needed.
       forgetPartitions(session);
       this.logger.warn('delivery records refused by the database; looking for the ones it refuses', { offset: storedUpTo, records: batch.records.length, error: (err as Error).message });
       // Refused for its data, the whole batch is tried once more (its partitions made again, that may
-      // pass); a statement timeout, which that cannot cure, goes straight to the halves: the whole
-      // again cost one more timeout (30 s) a try, and a lone record a fourth before it was set aside.
+      // pass); a statement timeout, which that cannot cure, goes straight to the halves.
       if (isTimeout(err)) refusal = { err };
     }
     await this.storeApart(session, batch, storedUpTo, refusal);
-    await storeBatch(session, this.stream, NO_ROWS, batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
+    await storeBatch(session, this.stream, prepareRows([]), batch.nextOffset, batch.caughtUpAt, batch.lastEntry);
   }
 
   /**
    * The records of a refused batch, halved until the refused ones stand alone (writeApart). Halves do
-   * not move the stored offset (the whole batch's last statement does), and storing a record twice
-   * changes nothing, so a crash in the middle starts the batch again harmlessly. `refusal`: the
-   * whole batch's refusal, when a second statement of it would meet it again (writeApart's refusedWith).
+   * not move the stored offset, and storing a record twice changes nothing, so a crash in the middle
+   * starts the batch again harmlessly. `refusal`: writeApart's refusedWith.
    */
   private async storeApart(session: Session, batch: Prepared, storedUpTo: number, refusal?: { err: unknown }): Promise<void> {
     const store = (at: number[]) => {
@@ -64,12 +60,11 @@ export class BatchWriter {
     }, refusal);
   }
 
-  /** Whether the statement of these records of the batch was refused for what they carry: a timeout of one alone only at its third in a row. */
+  /** Refused for what these records carry: a timeout of one alone only at its third in a row. */
   private refuses(batch: Prepared, at: readonly number[], err: unknown): boolean {
     return at.length === 1 && isTimeout(err) ? this.timedOutEnough(batch.places[at[0]!]!.join(':')) : isRefusal(err, at.length);
   }
 
-  /** A record alone whose statement times out 3 times in a row is set aside; a database merely slow for a moment is waited for. */
   private timedOutEnough(place: string): boolean {
     this.timeouts = this.timeouts.place === place ? { place, count: this.timeouts.count + 1 } : { place, count: 1 };
     return this.timeouts.count >= 3;
@@ -89,7 +84,7 @@ export class BatchWriter {
   }
 }
 
-/** Stores a batch (its days' partitions made first) and indexes its failures in one transaction: one the dispatcher could not write becomes resendable. */
+/** Stores a batch (its days' partitions made first) and indexes its failures in one transaction. */
 async function storeIndexed(session: Session, records: readonly DeliveryRecord[], store: (db: Queryable) => Promise<void>): Promise<void> {
   await ensurePartitionsFor(session, records);
   const failed = records.filter((r) => r.outcome === 'failed');

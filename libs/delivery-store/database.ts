@@ -5,7 +5,7 @@ import { lockFolder } from './folder-lock.js';
 import { Periodic } from '../runtime/periodic.js';
 import { within } from '../runtime/timers.js';
 
-/** What every query needs: pg's Pool and Client and PGlite all answer `query(text, params)` with `{rows}`. */
+/** pg's Pool and Client and PGlite all answer `query(text, params)` with `{rows}`. */
 export interface Queryable {
   query<R = Record<string, unknown>>(text: string, params?: unknown[]): Promise<{ rows: R[] }>;
 }
@@ -22,9 +22,7 @@ export interface Session extends Queryable {
 
 /**
  * A LISTEN on its own connection: `lost` settles when that connection ends, or stops answering
- * (notifications may be missed). Asked after every statement timeout, it must answer within one: a
- * connection that only listens sends nothing that could fail, so a server gone without a reset (a
- * partition, a failover to another host) went unnoticed for as long as TCP's keepalive took (hours).
+ * (asked every statement timeout: a connection that only listens would not notice a server gone without a reset).
  */
 export type Listener = Pick<Session, 'query' | 'lost' | 'close'>;
 
@@ -35,7 +33,6 @@ export interface Database extends Queryable {
   /** Calls `onPayload` for each NOTIFY on `channel`, delivered on commit, while the listener lives. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<Listener>;
   close(): Promise<void>;
-  /** 'postgres' or 'pglite': for logs and /readyz. */
   readonly kind: 'postgres' | 'pglite';
 }
 
@@ -45,7 +42,6 @@ export interface PostgresOptions {
   /** 0: none, whatever the role or the database sets (pg sends no statement_timeout of 0 itself). */
   statementTimeoutMs?: number;
   maxConnections?: number;
-  /** Names the connections in pg_stat_activity. */
   applicationName?: string;
   /** synchronous_commit on, whatever the server's default: what is acked on a commit must survive a crash. */
   durableCommits?: boolean;
@@ -58,18 +54,13 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     statement_timeout: options.statementTimeoutMs ?? 30_000,
     application_name: options.applicationName,
     keepAlive: true,
-    // No JIT: every statement here is a short indexed one, and a GIN estimate over jit_above_cost
-    // spent 13 ms compiling a claim that runs in 0.2 ms. The server's keepalives on each session
-    // (probed after 30 s idle, dead after 3 × 10 s unanswered): a program whose host vanished (a
-    // node lost, no reset sent) has its session ended within a minute, not after the OS default of
-    // two hours, and the locks it held go with it (the recorder's lead, taken over by a standby).
-    // A DATABASE_URL with its own `options` keeps them.
-    // No statement timeout (`migrate`'s) said at connect as well: pg leaves a 0 out of the startup
-    // packet, and a role's or a database's statement_timeout (a DBA's ALTER ... SET) then applied.
+    // No JIT: every statement here is short, and a GIN estimate could compile a 0.2 ms claim for longer.
+    // The server's keepalives end the session of a host that vanished within a minute, not two hours,
+    // and the locks it held (the recorder's lead) go with it. A DATABASE_URL with its own `options` keeps them.
+    // statement_timeout=0 said here too: pg leaves a 0 out of the startup packet, and a role's applied.
     options: `-c jit=off${options.durableCommits ? ' -c synchronous_commit=on' : ''}${options.statementTimeoutMs === 0 ? ' -c statement_timeout=0' : ''} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
   };
-  // A reply that never comes (the host gone without a reset) fails at twice the statement timeout,
-  // and the connection is dropped: else the query waits for TCP to give up (15 min).
+  // A reply that never comes (the host gone without a reset) fails at twice the statement timeout, not TCP's 15 min.
   const statementTimeout = settings.statement_timeout;
   const pool = new pg.Pool({ ...settings, query_timeout: statementTimeout > 0 ? 2 * statementTimeout : undefined, max: options.maxConnections ?? 5 });
   // An idle connection dropped by a restarting server must not end the process.
@@ -79,9 +70,8 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     query: (text, params) => pool.query(text, params as unknown[]) as never,
     async session() {
       const { client, lost } = await connect(settings);
-      // One caller at a time, a transaction for its whole length: pg sends a statement queued while
-      // another caller's transaction is open inside it, where that transaction's rollback undid it
-      // after its caller was told it stood (the recorder's batch in its upkeep's lock-bounded one).
+      // One caller at a time, a transaction for its whole length: else pg sends another caller's
+      // statement inside it, and that transaction's rollback undoes it.
       let turn: Promise<unknown> = Promise.resolve();
       const alone = <T>(work: () => Promise<T>): Promise<T> => {
         const run = turn.then(work);
@@ -100,8 +90,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     async transaction(work) {
       const client = await pool.connect();
       let broken: Error | undefined;
-      // Checked out, a client has no listener of the pool's: the server going away (a restart, a
-      // crash) would emit an 'error' nobody hears, which ends the process. Its queries fail instead.
+      // Checked out, a client has no listener of the pool's: an 'error' nobody hears ends the process.
       const lost = (err: Error) => (broken = err);
       client.on('error', lost);
       try {
@@ -122,7 +111,6 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       });
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
       const beat = statementTimeout > 0 ? statementTimeout : 10_000;
-      // Waited on once: a race with `lost` at each beat left a promise on it each time, for the connection's life.
       const heartbeat: Periodic = new Periodic(async () => {
         if ((await within(beat, client.query('SELECT 1').then(() => true, () => true))) !== undefined) return;
         markLost(new Error(`the listening connection did not answer within ${beat} ms`));
@@ -131,7 +119,6 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       }, () => beat, { waitFirst: true });
       void lost.then(() => heartbeat.stop());
       void heartbeat.start();
-      // A read on the listening connection comes before the notifications of what commits after it.
       const close = () => (void heartbeat.stop(), client.end().catch(() => {}));
       return { lost, query: (text, params) => client.query(text, params as unknown[]) as never, close };
     },
@@ -170,7 +157,7 @@ async function inTransaction<T>(client: pg.ClientBase, work: (tx: Queryable) => 
 /** Development mode without DATABASE_URL: PostgreSQL in WebAssembly, in a local folder, owned by one process. */
 export async function openPglite(dir: string): Promise<Database> {
   mkdirSync(dir, { recursive: true });
-  // Before PGlite touches the folder: a second opener would already write it (recovery, checkpoint).
+  // Before PGlite touches the folder: a second opener would already write it.
   const release = lockFolder(dir);
   let db: Pglite;
   try {

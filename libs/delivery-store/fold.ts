@@ -8,9 +8,8 @@ const earliest = (values: Array<string | null>) => values.filter((v): v is strin
 const latest = (values: Array<string | null>) => values.filter((v): v is string => v !== null).sort().at(-1) ?? null;
 
 /**
- * The delivery whose last attempt came last: by its record's position in the deliveries stream (the
- * one order every dispatcher's records share), not by the attempts' times (each its host's clock).
- * Times only when an attempted delivery has no position (stored before the log kept one).
+ * The delivery whose last attempt came last: by its record's position in the deliveries stream, not
+ * by the hosts' clocks; by time only when an attempted delivery has no position (stored before 0019).
  */
 function lastAttempted(details: readonly WebhookDetail[], positions: ReadonlyArray<number | null>): WebhookDetail {
   const indexes = details.map((_, i) => i);
@@ -22,10 +21,9 @@ function lastAttempted(details: readonly WebhookDetail[], positions: ReadonlyArr
 }
 
 /**
- * A webhook's detail from its deliveries' (one per endpoint): each delivery in `deliveries`, its
- * records in its own order (by endpoint, as `deliveries`), and the summary folded: the most
- * pending status, the attempts' sum, the last status and error of the latest attempted delivery.
- * `positions[i]`: the stream position of `details[i]`'s last attempt's record (null: none kept).
+ * A webhook's detail from its deliveries' (one per endpoint), folded: the most pending status, the
+ * attempts' sum, the last status and error of the latest attempted delivery. `positions[i]`: the
+ * stream position of `details[i]`'s last attempt's record (null: none kept).
  */
 export function foldDeliveries(details: readonly WebhookDetail[], positions: ReadonlyArray<number | null> = []): WebhookDetail {
   if (details.length === 1) return details[0]!;

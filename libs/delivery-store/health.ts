@@ -3,7 +3,7 @@ import type { Queryable } from './database.js';
 import { caughtUpAt } from './materialise.js';
 
 export interface LogHealthState {
-  /** 'up': PostgreSQL answered the last check; 'unreachable': it did not. */
+  /** Whether PostgreSQL answered the last check. */
   database: 'up' | 'unreachable';
   /** Seconds since the log last held everything the recorder had read; null before the first write. */
   behindSeconds: number | null;
@@ -16,7 +16,7 @@ export class LogHealth {
   private database: LogHealthState['database'] = 'unreachable';
   private caughtUp?: Date;
 
-  /** Counted at each read: while PostgreSQL does not answer, no recorder stores anything, so the figure goes on growing. */
+  /** Counted at each read: while PostgreSQL does not answer, it goes on growing. */
   get state(): LogHealthState {
     const behindSeconds = this.caughtUp ? Math.max(0, Math.round((Date.now() - this.caughtUp.getTime()) / 1000)) : null;
     return { database: this.database, behindSeconds };
@@ -28,7 +28,7 @@ export class LogHealth {
     private readonly everyMs = 2_000,
   ) {}
 
-  /** Checks once, then every everyMs until stop(); safe twice (a second call is the first's), and a no-op once stopped. */
+  /** Checks once, then every everyMs until stop(); safe twice, and a no-op once stopped. */
   async start(): Promise<void> {
     if (!this.stopped) await this.checks.start();
   }

@@ -5,22 +5,17 @@ export interface Listening {
 }
 
 export interface ListeningHandlers {
-  /** A notification, in commit order. */
   heard(payload: string): void;
   /**
-   * After each (re)start of the LISTEN, on the listening connection: what was announced while it
-   * was away is read here. Notifications heard meanwhile are held and given after it settles: one
-   * read before a commit heard meanwhile would undo it.
+   * After each (re)start of the LISTEN, on the listening connection: what was announced while it was
+   * away is read here. Notifications heard meanwhile are held until it settles, so none goes before it.
    */
   connected(listener: Listener): Promise<void> | void;
   /** A listen, or a `connected`, that threw: told for the first of a run of failures only. */
   failed?(err: unknown): void;
 }
 
-/**
- * LISTEN on `channel` on a connection of its own until stop(), made again after each loss with a
- * back-off (250 ms, doubling to 5 s). The merchant directory's and the circuits' rows' listeners.
- */
+/** LISTEN on `channel` on a connection of its own until stop(), made again after each loss (250 ms, doubling to 5 s). */
 export function keepListening(db: Pick<Database, 'listen'>, channel: string, handlers: ListeningHandlers): Listening {
   let stopped = false;
   let listener: Listener | undefined;

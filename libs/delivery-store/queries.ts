@@ -24,9 +24,9 @@ interface WebhookRow {
   records?: Array<Omit<RecordView, 'endpointId'>>;
   duplicates?: number | null;
   last_duplicate_at?: Date | null;
-  /** The feed's: the status folded over the event's deliveries. */
+  /** The feed's: folded over the event's deliveries. */
   event_status?: WebhookStatus;
-  /** A detail's: its last attempt's position in the deliveries stream (null before 0019 kept it). */
+  /** A detail's: its last attempt's position in the deliveries stream (null before 0019). */
   last_attempt_position?: string | null;
 }
 
@@ -113,9 +113,8 @@ function decodeCursor(cursor: string): [string, string, string] {
 }
 
 /**
- * Any failure of the database is an outage to the caller (503): the statements are fixed. Except
- * a data exception (SQLSTATE class 22), which only a parameter can cause: the backstop for a value
- * the filter checks missed, so that it never answers "retry later".
+ * Any failure of the database is an outage to the caller (503), except a data exception (class
+ * 22), which only a parameter can cause: the backstop for a value the filter checks missed.
  */
 async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R[]> {
   try {
@@ -130,10 +129,8 @@ async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R
 
 /**
  * The list's statement selecting `columns` (in `wrap`), newest first, one row more than the page; a
- * filter PostgreSQL cannot hold is refused first (InvalidFilterError, a 400). A reference
- * is looked up in the merchant-qualified GIN alone, in a materialised CTE: the planner, with no
- * statistics for unique array elements, would otherwise also read the merchant's B-tree in every
- * day's partition (2,200 pages for one reference).
+ * filter PostgreSQL cannot hold is refused first (a 400). A reference is looked up in the GIN alone,
+ * in a materialised CTE: else the planner would also read the merchant's B-tree in every partition.
  */
 function listStatement(merchantId: string, filters: WebhookFilters, columns: string, wrap = (text: string) => text): { text: string; params: unknown[] } {
   for (const name of ['since', 'until'] as const) {
@@ -145,7 +142,6 @@ function listStatement(merchantId: string, filters: WebhookFilters, columns: str
     if (value !== undefined && !isStorableText(value)) throw new InvalidFilterError(name, 'it holds a NUL character');
   }
   const params: unknown[] = [merchantId];
-  /** The value as the statement's next parameter: its placeholder. */
   const param = (value: unknown) => `$${params.push(value)}`;
   const where = ['merchant_id = $1'];
   let from = 'delivery_webhooks';
@@ -176,9 +172,8 @@ async function page<T>(db: Queryable, { text, params }: { text: string; params: 
 export const FEED_PAGE_BYTES = 4 * 1024 * 1024;
 
 /**
- * The feed's page: up to `limit` events after the cursor, cut in PostgreSQL where their payloads'
- * running total passes the budget. A page is a prefix in seq order, so the next starts right after
- * it; the first event is kept whatever its size, so a page always moves the cursor on.
+ * The feed's page: up to `limit` events after the cursor, cut where their payloads' running total
+ * passes the budget; the first event is kept whatever its size, so a page always moves the cursor on.
  */
 const FEED_STATEMENT = `
 SELECT ${SUMMARY_COLUMNS}, payload, (
@@ -209,7 +204,7 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
       return page(db, listStatement(merchantId, filters, SUMMARY_COLUMNS), filters.limit, summary);
     },
 
-    /** The list's webhooks each with its payload and every record: support's "did X get the webhook for Y". */
+    /** The list's webhooks each with its payload and every record. */
     async listWebhookDetails(merchantId: string, filters: WebhookFilters) {
       return page(db, listStatement(merchantId, filters, DETAIL_COLUMNS, withRecords), filters.limit, detail);
     },
@@ -221,7 +216,6 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
         withRecords(`SELECT ${DETAIL_COLUMNS} FROM delivery_webhooks WHERE merchant_id = $1 AND webhook_id = $2`),
         [merchantId, webhookId],
       );
-      // Which delivery's attempt came last: by the stream's order, never by comparing two hosts' clocks.
       const positions = rows.map((row) => (row.last_attempt_position === null || row.last_attempt_position === undefined ? null : Number(row.last_attempt_position)));
       return rows.length === 0 ? undefined : foldDeliveries(rows.map(detail), positions);
     },

@@ -13,12 +13,12 @@ import { Periodic } from '../runtime/periodic.js';
 import { StartOnce } from '../runtime/start-once.js';
 import { ATTR, inSpan, SpanKind } from '../tracing/index.js';
 
-export interface RecorderOptions {
+interface RecorderOptions {
   prefix: string;
   replication?: Replication;
   /** DELIVERY_LOG_RETENTION. */
   retentionMs: number;
-  /** A transaction's stream messages' bytes at most (at least one message; BATCH_MESSAGES of them at most). */
+  /** A transaction's stream messages' bytes at most (at least one message). */
   maxBatchBytes?: number;
   /** How often a standby tries to take the lock, and a leader without a database tries again. */
   retryMs?: number;
@@ -29,33 +29,29 @@ export interface RecorderOptions {
   livenessDeadlineMs?: number;
 }
 
-/** The read-ahead's bytes, and a batch's (several copies of one live at once). Measured in BENCHMARKS 8b. */
 export const BUFFER_BYTES = 16 * 1024 * 1024;
 export const BATCH_BYTES = 4 * 1024 * 1024;
-/** Stream messages per transaction (each holds up to 200 records), and handed out before an ack. */
+/** Stream messages per transaction, and handed out before an ack. */
 const BATCH_MESSAGES = 100;
-/** How long the upkeep waits for delivery_records' lock to make or drop a day's partition: every read queues behind the wait. */
+/** How long the upkeep waits for delivery_records' lock: every read queues behind the wait. */
 export const UPKEEP_LOCK_WAIT = '1s';
 
 /**
  * Materialises `<prefix>.deliveries` into PostgreSQL. The leader holds a session-level advisory
- * lock (replicas stand by), reads the stream from the offset stored in PostgreSQL and stores each
- * batch with the next offset in one statement, so after a crash or a lost connection it resumes
- * exactly after what was stored. What PostgreSQL refuses for the data itself is split until the
- * record it refuses is found and set aside (BatchWriter): one record must not stop the log.
- * Anything else gives the lead up; it is taken again from the stored offset.
+ * lock (replicas stand by) and stores each batch with the next offset in one statement, so it
+ * resumes exactly after what was stored. What PostgreSQL refuses for the data itself is set aside
+ * (BatchWriter); anything else gives the lead up, taken again from the stored offset.
  *
- * How far behind it is, is measured: the leader appends a checkpoint every few seconds, and
- * caught_up_at moves to its append time only once it is stored past. A consumer that stopped
- * receiving (RabbitMQ 3.10 can leave one silent on an open channel) is subscribed again when its
- * checkpoint does not come back.
+ * The leader appends a checkpoint every few seconds; caught_up_at moves to its append time once it
+ * is stored past. A consumer that stopped receiving (RabbitMQ 3.10 can leave one silent on an open
+ * channel) is subscribed again when its checkpoint does not come back.
  */
 export class DeliveryLogRecorder {
   private readonly stream: string;
   private session?: Session;
   private consumer?: Consumer;
   private buffer: Pending[] = [];
-  /** The next offset to store: everything before it is in PostgreSQL. */
+  /** Everything before it is in PostgreSQL. */
   private next?: number;
   private flushTimer?: NodeJS.Timeout;
   private retryTimer?: NodeJS.Timeout;
@@ -69,23 +65,21 @@ export class DeliveryLogRecorder {
   private subscription = 0;
   /** Reading stopped: the buffer held more than bufferBytes. */
   private paused = false;
-  /** The last offset taken into a prepared batch. */
   private preparedUpTo?: number;
   /** The fingerprint of the entry before `next`. */
   private lastEntry?: string | null;
   /** This leader's checkpoints appended and not stored past yet: id → append time. */
   private readonly checkpoints = new Map<string, number>();
   private lastReceivedAt = Date.now();
-  /** What a recorder reports, for metrics and tests. */
   readonly state = {
     leading: false,
     /** Stream messages read and not yet stored, and their bytes. */
     pending: 0,
     pendingBytes: 0,
-    /** When the stream last ended where the log now holds everything (ms since epoch), measured by a checkpoint. */
+    /** When the stream last ended where the log now holds everything (ms since epoch). */
     caughtUpAt: undefined as number | undefined,
     recordsStored: 0,
-    /** Entries that are not records, and records PostgreSQL refused: set aside in the quarantine table. */
+    /** Set aside in delivery_log_quarantine: entries that are not records, and records PostgreSQL refused. */
     rejected: 0,
     quarantined: 0,
     /** Times the consumer was subscribed again: it stopped receiving, or reading paused for memory. */
@@ -99,7 +93,7 @@ export class DeliveryLogRecorder {
     // A consumer closed to pause reading is not resumed by the reconnect.
     this.resumeIfDrained();
   };
-  /** A reconnect may follow an operator deleting the stream: lead again, which looks at where it ends. */
+  /** A reconnect may follow an operator deleting the stream. */
   private readonly onConnected = () => void this.checkStream();
 
   constructor(
@@ -112,7 +106,7 @@ export class DeliveryLogRecorder {
     this.writer = new BatchWriter(this.stream, logger, this.state);
   }
 
-  /** Declares the stream and tries to lead; safe twice (a second call is the first's), and a no-op once stopped. */
+  /** Declares the stream and tries to lead; safe twice, and a no-op once stopped. */
   start(): Promise<void> {
     return this.starting.run(async () => {
       await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
@@ -168,8 +162,7 @@ export class DeliveryLogRecorder {
         this.next = 0;
         this.lastEntry = null;
       }
-      // Safe: a batch and its offset commit together, so a commit lost in a crash loses both, and
-      // they are stored again from the stream with the same feed positions (from their offsets).
+      // Safe: a batch and its offset commit together, so a crash loses both, stored again from the stream.
       await session.query('SET synchronous_commit = off');
       // A lock held elsewhere must fail as lock_not_available (retried), never as a statement
       // timeout (which may set a record aside).
@@ -197,8 +190,7 @@ export class DeliveryLogRecorder {
     try {
       await this.subscribe();
     } catch (err) {
-      // The connection dropped at that moment, or the stream is gone: the lead goes, taken again later
-      // (unhandled, the rejection ended the process; the 'connected' event may never come).
+      // The connection dropped at that moment, or the stream is gone; the 'connected' event may never come.
       this.logger.warn('delivery recorder could not read the stream; letting the lead go, retrying', { error: (err as Error).message });
       if (this.generation === generation) await this.resign();
       this.leadLater();
@@ -207,7 +199,7 @@ export class DeliveryLogRecorder {
     this.idle(session);
   }
 
-  /** Reads from just past what is buffered (or stored); deliveries of an earlier subscription are ignored. */
+  /** Reads from just past what is buffered (or stored). */
   private async subscribe(): Promise<void> {
     const subscription = ++this.subscription;
     const generation = this.generation;
@@ -228,7 +220,7 @@ export class DeliveryLogRecorder {
     this.subscription++;
     const consumer = this.consumer;
     this.consumer = undefined;
-    // Closed, not only cancelled: its channel goes too, and what it handed out is no longer live.
+    // Closed, not only cancelled: what its channel handed out is no longer live.
     await consumer?.close();
   }
 
@@ -240,7 +232,6 @@ export class DeliveryLogRecorder {
     return there !== undefined && there !== lastEntry;
   }
 
-  /** After a reconnect while leading: is it a new stream? */
   private async checkStream(): Promise<void> {
     if (!this.session || this.next === undefined || this.stopped) return;
     try {
@@ -268,7 +259,7 @@ export class DeliveryLogRecorder {
     this.buffer.push({ offset, delivery, bytes: delivery.message.content.length });
     this.countBuffer();
     if (this.state.pendingBytes > (this.options.bufferBytes ?? BUFFER_BYTES)) {
-      // The prefetch bounds messages, not bytes: stop reading until half of the buffer is stored.
+      // The prefetch bounds messages, not bytes.
       this.paused = true;
       void this.unsubscribe();
     }
@@ -302,7 +293,7 @@ export class DeliveryLogRecorder {
     return batch;
   }
 
-  /** Stores batches in stream order, each with its offset; the next is prepared while one is in PostgreSQL. */
+  /** Stores batches in stream order; the next is prepared while one is in PostgreSQL. */
   private async write(): Promise<void> {
     let current = this.prepare();
     while (current) {
@@ -315,7 +306,7 @@ export class DeliveryLogRecorder {
         { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'INSERT', 'db.operation.batch.size': batch.records.length, [ATTR.messagingDestination]: this.stream } },
         () => this.writer.store(session, batch),
       );
-      // Handled at once (awaited below): refused before the setImmediate, it was an unhandled rejection, which ends a Node 20 process.
+      // Handled before the setImmediate: an unhandled rejection ends a Node 20 process.
       storing.catch(() => {});
       await new Promise((resolve) => setImmediate(resolve));
       const next = this.prepare();
@@ -340,12 +331,11 @@ export class DeliveryLogRecorder {
     void this.subscribe().catch((err) => this.logger.warn('delivery recorder cannot subscribe again yet; the next reconnect does', { error: (err as Error).message }));
   }
 
-  /** Every few seconds: the liveness check and a checkpoint appended; retention hourly. */
+  /** Every few seconds: the liveness check and a checkpoint appended; retention hourly. A failure gives the lead up. */
   private idle(session: Session): void {
     if (this.stopped || this.session !== session) return;
     let sinceExpiry = 0;
     const every = this.options.checkpointEveryMs ?? 5_000;
-    // A failure gives the lead up, and resign() stops these rounds.
     this.idling = new Periodic(async () => {
       await this.checkLiveness();
       await this.appendCheckpoint();
@@ -360,9 +350,8 @@ export class DeliveryLogRecorder {
   private async appendCheckpoint(): Promise<void> {
     if (!this.broker.isConnected || this.checkpoints.size >= 1_000) return;
     const id = randomUUID();
-    const at = Date.now();
     // Recorded before the append: the consumer may read it back before the confirm arrives.
-    this.checkpoints.set(id, at);
+    this.checkpoints.set(id, Date.now());
     try {
       await appendCheckpoint(this.broker, this.stream, id, 10_000);
     } catch {
@@ -373,9 +362,8 @@ export class DeliveryLogRecorder {
   private async checkLiveness(): Promise<void> {
     const deadline = this.options.livenessDeadlineMs ?? 30_000;
     const now = Date.now();
-    const oldest = Math.min(...this.checkpoints.values());
     if (this.paused || this.writing || this.buffer.length > 0 || !this.broker.isConnected) return;
-    if (now - oldest < deadline || now - this.lastReceivedAt < deadline) return;
+    if (now - Math.min(...this.checkpoints.values()) < deadline || now - this.lastReceivedAt < deadline) return;
     this.logger.warn('delivery recorder consumer stopped receiving; subscribing again', { stream: this.stream, silentForMs: now - this.lastReceivedAt });
     this.checkpoints.clear();
     this.state.resubscribed++;
@@ -384,10 +372,9 @@ export class DeliveryLogRecorder {
   }
 
   /**
-   * At the lead and hourly: today's and tomorrow's partitions made ahead, and what is past retention
-   * dropped, each waiting at most UPKEEP_LOCK_WAIT for the table's lock (withLockWait), not the session's
-   * lock timeout: behind a long read that gave the lead up, again and again, and nothing was stored.
-   * Refused, they are tried at the next upkeep (tomorrow's partition is also made by its first record).
+   * At the lead and hourly: today's and tomorrow's partitions made, and what is past retention
+   * dropped, each waiting at most UPKEEP_LOCK_WAIT for the table's lock, not the session's lock
+   * timeout: behind a long read that would give the lead up. Refused, they wait for the next upkeep.
    */
   private async expire(session: Session): Promise<void> {
     const upkeep = withLockWait(session, UPKEEP_LOCK_WAIT);

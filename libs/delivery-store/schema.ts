@@ -1,9 +1,9 @@
 import type { Queryable, Session } from './database.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/** The day partitions of the delivery log's records and of the intake keys, made and dropped past retention (the tables are the migrations'). */
+/** The day partitions of the delivery log's records and of the intake keys (the tables are the migrations'). */
 
-/** How many feed cursors one stream message spans: its records' places (a message holds at most 200). */
+/** How many feed cursors one stream message spans (a message holds at most 200 records). */
 export const SEQ_PER_OFFSET = 1024;
 
 type PartitionedTable = 'delivery_records' | 'intake_keys';
@@ -11,10 +11,8 @@ type PartitionedTable = 'delivery_records' | 'intake_keys';
 const DAY_MS = 86_400_000;
 
 /**
- * `db` with each statement in a transaction of its own that waits at most `wait` for a lock, for the
- * partitions' upkeep: making or dropping a day's partition locks the whole table, and every read and
- * write of it queues behind the wait. Behind a long read (a listing, an export, pg_dump) a longer
- * wait stalled them all; refused (55P03, `isLockRefused`), the upkeep is tried again at its next round.
+ * `db` with each statement in a transaction of its own that waits at most `wait` for a lock: making
+ * or dropping a partition locks the whole table, and every read and write queues behind the wait.
  * Each statement alone, so that a race another program won does not abort the next.
  */
 export function withLockWait(db: Pick<Session, 'transaction'>, wait: '200ms' | '1s'): Queryable {
@@ -30,7 +28,7 @@ export function dayOf(time: string | Date): string {
   return new Date(time).toISOString().slice(0, 10);
 }
 
-/** A time PostgreSQL's partitions cannot be made for (beyond year 9999, before year 1). */
+/** A time no partition can be made for (beyond year 9999, before year 1). */
 export class UnstorableTimeError extends NamedError {
   constructor(day: string) {
     super(`no day partition can hold ${day}`);
@@ -47,10 +45,8 @@ export async function ensurePartition(db: Queryable, table: PartitionedTable, da
 }
 
 /**
- * Makes the partitions of today and tomorrow (UTC, by the database's clock) ahead of their first
- * row: making one takes a lock on the table that waits for every read in flight and holds back
- * every read after it, so it is done in the hourly upkeep, not by a new day's first write (which
- * stalled at midnight behind a long read). Safe from several programs at once.
+ * Makes the partitions of today and tomorrow (UTC, the database's clock) in the upkeep, ahead of
+ * their first row, whose write would wait for the table's lock. Safe from several programs at once.
  */
 export async function ensureDaysAhead(db: Queryable, table: PartitionedTable): Promise<number> {
   const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
@@ -73,11 +69,8 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
   const before = new Date(cutoff).toISOString();
   for (;;) {
     const { rows } = await db.query<{ n: number }>(
-      // By the webhook's last record, not each delivery's: a fanned-out webhook one endpoint still has
-      // records of keeps its other deliveries, in its detail, and its first delivery's place in the
-      // feed (dropped, the event came back at the next one's place to a reader past it). And every
-      // delivery of a webhook in the same slice, for the same reason: a slice that ended between two
-      // of them showed the event again, until the next slice, to a feed reader past it.
+      // By the webhook's last record, not each delivery's, and all of a webhook's deliveries in one
+      // slice: else a feed reader past the event would see it again at another delivery's place.
       `WITH gone AS (DELETE FROM delivery_webhooks WHERE (merchant_id, webhook_id) IN (SELECT merchant_id, webhook_id FROM delivery_webhooks d WHERE last_record_at < $1::timestamptz
          AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.last_record_at >= $1::timestamptz)
          LIMIT 10000) RETURNING 1)

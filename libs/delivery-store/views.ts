@@ -2,7 +2,7 @@ import type { Outcome, WebhookStatus } from '../delivery-log/index.js';
 
 /** One delivery of a webhook: the webhook on one of the merchant's endpoints, and what happened to it. */
 export interface DeliverySummary {
-  /** The endpoint (ep_…); null on deliveries recorded before endpoints (the merchant's only endpoint then), and on a webhook none of its endpoints took (skipped). */
+  /** Null on deliveries recorded before endpoints, and on a webhook none of its endpoints took (skipped). */
   endpointId: string | null;
   status: WebhookStatus;
   attempts: number;
@@ -13,10 +13,7 @@ export interface DeliverySummary {
   nextAttemptAt: string | null;
 }
 
-/**
- * What the delivery log answers: the API's and the CLI's reads. A list's item is one delivery (the
- * webhook on one endpoint); a webhook's detail folds its deliveries (see foldDeliveries).
- */
+/** A list's item: one delivery (the webhook on one endpoint); a webhook's detail folds its deliveries. */
 export interface WebhookSummary extends DeliverySummary {
   webhookId: string;
   event: string;
@@ -25,7 +22,7 @@ export interface WebhookSummary extends DeliverySummary {
 }
 
 export interface RecordView {
-  /** The endpoint the record's delivery was for; null before endpoints. */
+  /** Null before endpoints. */
   endpointId: string | null;
   at: string;
   outcome: Outcome;
@@ -41,7 +38,6 @@ export interface RecordView {
 
 export interface WebhookDetail extends WebhookSummary {
   payload: unknown;
-  /** Each endpoint's delivery, by endpoint id. */
   deliveries: DeliverySummary[];
   records: RecordView[];
   /** Repeats of its intake key acked without delivery (INTAKE_DEDUPE_WINDOW), while the key is kept; and the last one's time. */

@@ -11,14 +11,14 @@ import { EndpointDeletedError, receiverOf, type ResendTarget, type Verdict, Webh
 import { CLAIM_LEASE_MS, type ClaimedFailure, type FailedStore, type FailureFilter, type FailureKey, failureKeyOf, RESENDS_PER_WEBHOOK_PER_DAY } from './store.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/** The claim and the mark as resent: child spans of the resend, as PostgreSQL client calls. */
+/** The claim and the mark as resent, as PostgreSQL client spans. */
 const DB_UPDATE = { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql', 'db.operation.name': 'UPDATE', 'db.collection.name': 'failed_webhooks' } };
 
 /** A resent copy not confirmed within this answers 503 resend_outcome_unknown. */
 export const RESEND_CONFIRM_DEADLINE_MS = 5_000;
 
 /** How often a mark as resent that PostgreSQL refused is tried again, until it answers. */
-export const MARK_RETRY_MS = 1_000;
+const MARK_RETRY_MS = 1_000;
 
 export class NothingToResendError extends NamedError {
   constructor() {
@@ -47,11 +47,7 @@ export class FailureIndexUnavailableError extends NamedError {
   }
 }
 
-/**
- * A resend stopped by `cause` (PostgreSQL or the broker lost, a copy not confirmed) after `sent` copies
- * went out: those are marked resent, so a retry sends only the rest. Callers answer as `cause` says,
- * and can say what went.
- */
+/** A resend stopped by `cause` after `sent` copies went out: those are marked resent, so a retry sends only the rest. */
 export class ResendStoppedError extends NamedError {
   constructor(
     readonly sent: number,
@@ -76,22 +72,18 @@ export class EventNotSubscribedError extends NamedError {
 }
 
 /**
- * Resends a merchant's failed webhooks once, however many replicas are asked at the same moment:
- * one conditional UPDATE claims the failures no live claim holds (FailedStore), so concurrent
- * resends split them. Each claimed webhook is republished to `dispatch` (mandatory, confirmed) and
- * marked resent as soon as its copy is confirmed, so a resend that fails half-way is retried
- * without sending again what went out; the claim is renewed while the copies go out. What surely
- * did not go out is given back at once; a copy whose confirm comes late may still be stored, so its
- * claim is kept for the lease. Each copy carries which resend it is (x-resend), which orders its
- * attempts after the earlier ones in the delivery log.
+ * Resends a merchant's failed webhooks once, however many replicas are asked at once: concurrent
+ * resends split the failures by claiming them (FailedStore). Each copy goes to `dispatch` (mandatory,
+ * confirmed) and is marked resent once confirmed, so a retry does not send it again. What surely did
+ * not go out is given back at once; a copy confirmed late may still be stored, so its claim is kept
+ * for the lease. Each copy carries which resend it is (x-resend), which orders its attempts in the log.
  */
 export class ResendService {
   private readonly dispatch: string;
   private readonly leaseMs: number;
   private readonly confirmDeadlineMs: number;
-  /** Marks of late confirms in flight, and marks tried again; drain() waits for them. */
+  /** Marks of late confirms, and marks tried again: drain() waits for them. */
   private readonly pending = new Set<Promise<void>>();
-  /** Stopping: marks tried again give up after their current try. */
   private draining = false;
 
   constructor(
@@ -103,11 +95,10 @@ export class ResendService {
   ) {
     this.dispatch = topologyNames(prefix).dispatch;
     this.leaseMs = options.leaseMs ?? CLAIM_LEASE_MS;
-    // Shorter only in tests that block the broker, whose every blocked resend waited the full 5 s.
     this.confirmDeadlineMs = options.confirmDeadlineMs ?? RESEND_CONFIRM_DEADLINE_MS;
   }
 
-  /** A reference's failures (spec 4.1), with receiverOf's checks, made here so that every caller makes them. */
+  /** A reference's failures (spec 4.1), with receiverOf's checks. */
   resend(merchant: ResendTarget, reference: string): Promise<number> {
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.reference]: reference } }, () =>
       this.resendWhere(merchant.id, { reference }, receiverOf(merchant), reference),
@@ -116,7 +107,7 @@ export class ResendService {
 
   /** One webhook, on every endpoint where it failed or on `endpointId` alone; the same checks. */
   resendWebhook(merchant: ResendTarget, webhookId: string, endpointId?: string): Promise<number> {
-    // The rows from before endpoints ('') are the endpoint's the merchant's webhook became (0011).
+    // The rows from before endpoints ('') are the legacy endpoint's.
     const filter: FailureFilter =
       endpointId === undefined ? { webhookId } : { webhookId, endpointIds: endpointId === legacyEndpointId(merchant.id) ? [endpointId, ''] : [endpointId] };
     return inSpan('resend', { attributes: { [ATTR.merchantId]: merchant.id, [ATTR.webhookId]: webhookId } }, () =>
@@ -167,9 +158,7 @@ export class ResendService {
           continue;
         }
         sent.push(webhook);
-        // Marked at once, so no later resend can claim a copy already sent. A mark that fails leaves
-        // it held for the lease; it is tried again until PostgreSQL answers, and the dispatcher marks
-        // the copy too when it takes it.
+        // Marked at once, so no later resend can claim a copy already sent.
         await inSpan('resolve failed_webhooks', DB_UPDATE, () => this.store.markResent(merchantId, [webhook.webhookId], claimId, webhook.endpointId)).catch((err: unknown) =>
           this.markLater(merchantId, webhook, claimId, err),
         );
@@ -178,10 +167,9 @@ export class ResendService {
       await lease.stop();
     }
     await this.store.release(merchantId, giveBack, claimId).catch((err: unknown) => this.warn('claim not given back; it frees itself after its lease', merchantId, err));
-    // What went out before it is said, not "nothing was resent".
     if (failure !== undefined) throw new ResendStoppedError(sent.length, failure as Error);
     if (sent.length === 0) {
-      // What lets a later resend go first: endpoint_deleted says there is nowhere to send, true only when every failure's endpoint is gone.
+      // What a later resend can mend first; endpoint_deleted only when every failure's endpoint is gone.
       if (kept.disabled.size > 0) throw new WebhookDisabledError(merchantId, [...kept.disabled][0]);
       if (kept['not-subscribed'].size > 0) throw new EventNotSubscribedError([...kept['not-subscribed']]);
       throw kept.deleted.size > 0 ? new EndpointDeletedError([...kept.deleted]) : new NothingToResendError();
@@ -191,9 +179,8 @@ export class ResendService {
   }
 
   /**
-   * Renews the claim every third of its lease while its copies go out, so no other resend takes a
-   * row this one still holds. `done(key)`: the rows before it need no renewal. `lost()`: a renewal
-   * failed, so the rows may be free soon and nothing more may go out.
+   * Renews the claim every third of its lease while its copies go out. `done(key)`: the rows before
+   * it need no renewal. `lost()`: a renewal failed, so the rows may be free soon: nothing more goes out.
    */
   private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[]) {
     let waiting = claimed;
@@ -204,7 +191,6 @@ export class ResendService {
     };
     const renewals: Periodic = new Periodic(renew, () => Math.max(1, Math.floor(this.leaseMs / 3)), {
       waitFirst: true,
-      // No renewal after one failed: the rows may be free soon.
       failed: (err) => {
         error = new FailureIndexUnavailableError({ cause: err });
         void renewals.stop();
@@ -213,25 +199,22 @@ export class ResendService {
     void renewals.start();
     return {
       holds: (key: FailureKey) => held.has(failureKeyOf(key)),
-      // The row before `key` is marked or given back by now (or held for its lease): only the rest are renewed.
       done: (key: FailureKey) => (waiting = waiting.slice(waiting.indexOf(key))),
       lost: () => error,
       stop: () => renewals.stop(),
     };
   }
 
-  /** Waits for the marks of copies confirmed after their answer, so a stopping program does not cut them off; marks still refused are given up. */
+  /** Waits for the marks of copies confirmed late; marks still refused are given up. */
   async drain(): Promise<void> {
     this.draining = true;
     await Promise.allSettled([...this.pending]);
   }
 
   /**
-   * A confirmed copy whose mark PostgreSQL refused: tried again every MARK_RETRY_MS until it
-   * answers (or the program stops). Unmarked, the row would be free one lease after the claim's
-   * last renewal, and a later resend would send a second copy; if neither this nor the
-   * dispatcher's mark reaches PostgreSQL before then (an outage longer than the lease), it still can.
-   * The mark is conditional on this claim, so a late one never marks a row another resend took.
+   * A confirmed copy whose mark PostgreSQL refused: tried again until it answers (or the program
+   * stops); unmarked past the lease, a later resend would send a second copy. Conditional on this
+   * claim, a late mark never marks a row another resend took.
    */
   private markLater(merchantId: string, webhook: FailureKey, claimId: string, err: unknown): void {
     this.warn('resent webhook not marked; tried again until PostgreSQL answers (the dispatcher marks it too)', merchantId, err);
@@ -256,7 +239,7 @@ export class ResendService {
    * was stored, ResendOutcomeUnknownError when it may have been (no confirm in time, a channel failure).
    */
   private async republish(merchantId: string, claimId: string, webhook: ClaimedFailure, endpointId: string, reference: string | undefined): Promise<void> {
-    // A failure only the recorder indexed has no headers: the ones the dispatcher needs, from the row.
+    // A failure only the recorder indexed has no headers: made from the row.
     const headers: ScalarHeaders = webhook.headers
       ? copyHeaders(webhook.headers, { from: 'failure-entry' })
       : webhookHeaders(merchantId, webhook.event, webhook.webhookId, webhook.references);
@@ -264,15 +247,14 @@ export class ResendService {
     headers[HEADERS.resend] = webhook.resend;
     // The dispatcher marks the failure resent when it takes this copy, in case this replica dies first.
     headers[HEADERS.claimId] = claimId;
-    // To the endpoint it failed on alone (a row written before endpoints: the merchant's first).
     headers[HEADERS.endpointId] = endpointId;
     if (!this.broker.isConnected) throw new BrokerUnavailableError('not connected to RabbitMQ');
     const webhookId = webhook.webhookId;
-    // The copy keeps the webhook's own traceparent (its attempts stay in the webhook's trace); the resend's span links to it.
+    // The copy keeps the webhook's own traceparent; the resend's span links to it.
     if (webhook.headers) linkActiveSpanTo(webhook.headers, { [ATTR.webhookId]: webhookId });
     // No deadline on the publish itself: a confirm that comes after the answer still marks it resent.
     const send = () => this.broker.sendToQueue(this.dispatch, Buffer.from(webhook.content), copyProperties({}, headers, webhookId));
-    // Returned, dispatch was deleted: declared again (no dispatcher may be running to do it), once more.
+    // Returned, dispatch was deleted: declared again, and sent once more.
     const publish = publishSpan(this.dispatch, undefined, { [ATTR.webhookId]: webhookId }, () => sendDeclaring(this.broker, send));
     try {
       if (await within(this.confirmDeadlineMs, publish.then(() => true))) return;

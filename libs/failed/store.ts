@@ -3,15 +3,12 @@ import type { Queryable } from '../delivery-store/database.js';
 import { erasedMerchantSql } from '../delivery-store/erased.js';
 
 /**
- * The failure index: one row per failed delivery (merchant, webhook, endpoint: '' on rows written
- * before endpoints), the failed message (body and headers) and the state of its resend. A row is
- * one failure, known by its time: failing again after a resend gives a later `failed_at`, which
- * frees it for the next resend; the same failure written by the dispatcher and the recorder is one row.
- *
- * Resending claims rows with one conditional UPDATE: `claim_id` set by the first resend, `resent_at`
- * once its copy is confirmed in `dispatch`. The resender renews its claim while its copies go out;
- * a claim whose resender died is free again one lease after its last renewal, and one whose copy
- * was not confirmed in time stays held for that lease, since the copy may still be delivered.
+ * The failure index: one row per failed delivery (merchant, webhook, endpoint: '' before endpoints),
+ * the failed message and the state of its resend. Failing again after a resend gives a later
+ * `failed_at`, which frees the row for the next resend; the dispatcher's and the recorder's write of
+ * one failure are one row. A resend claims rows with one conditional UPDATE (`claim_id`), renewed
+ * while its copies go out; a claim whose resender died, or whose copy was not confirmed, is free
+ * again one lease after its last renewal.
  */
 
 /** How long a claim holds its rows when its resender neither marked them resent nor gave them back. */
@@ -20,10 +17,7 @@ export const CLAIM_LEASE_MS = 30_000;
 /** Resends of one webhook within 24 hours; the next is refused until the first of them is a day old. */
 export const RESENDS_PER_WEBHOOK_PER_DAY = 10;
 
-/**
- * Rows with something to send: the failed message, or the log's copy of its payload (a row only the
- * recorder wrote, whose log row is gone, is not resendable, and neither held nor claimable).
- */
+/** Rows with something to send: the failed message, or the log's copy of its payload. */
 const SENDABLE = `(content IS NOT NULL OR EXISTS (SELECT 1 FROM delivery_webhooks w
   WHERE w.merchant_id = failed_webhooks.merchant_id AND w.webhook_id = failed_webhooks.webhook_id AND w.payload IS NOT NULL))`;
 
@@ -57,7 +51,7 @@ interface Failure {
   webhookId: string;
   endpointId?: string;
   failedAt: Date;
-  /** Which resend's copy failed (0 or absent: the webhook's own attempts): a later resend's failure is the later failure, whatever the clocks. */
+  /** Which resend's copy failed (0 or absent: the webhook's own attempts): it orders failures before the clocks do. */
   resend?: number;
   event: string;
   references: string[];
@@ -74,18 +68,17 @@ export interface ClaimedFailure extends FailureKey {
   event: string;
   failedAt: Date;
   content: string;
-  /** Which resend of the webhook this claim is (1 for its first): its copy's x-resend. */
+  /** Its copy's x-resend (1 for the first resend). */
   resend: number;
   /** Null on a row only the recorder wrote. */
   headers: Record<string, string | number | boolean> | null;
   references: string[];
 }
 
-/** A row as operators list it. */
 export interface FailureRow {
   merchantId: string;
   webhookId: string;
-  /** null on a row written before endpoints (the merchant's only endpoint then). */
+  /** null on a row written before endpoints. */
   endpointId: string | null;
   failedAt: string;
   event: string;
@@ -98,10 +91,8 @@ export interface FailureRow {
 }
 
 /**
- * Later failures win, told by the resend whose copy failed, then by failed_at (the failing
- * dispatcher's clock, compared only within one resend); the same failure fills in the message when
- * the recorder wrote it first.
- * A later failure frees the row for a resend; the same one keeps its claim.
+ * Later failures win, by the resend whose copy failed, then by failed_at (compared only within one
+ * resend), and free the row for a resend; the same failure fills in the message the recorder left out.
  */
 const UPSERT = `
 INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, failed_at, event, merchant_refs, reason, attempts, last_status, last_error, content, headers, endpoint_id, failed_resend)
@@ -119,10 +110,7 @@ WHERE (EXCLUDED.failed_resend, EXCLUDED.failed_at) > (f.failed_resend, f.failed_
   OR ((EXCLUDED.failed_resend, EXCLUDED.failed_at) = (f.failed_resend, f.failed_at) AND f.content IS NULL)
 `;
 
-/**
- * In the recorder's transaction: a `failed` record's failure the dispatcher did not write (the
- * database was down), from the log's row. Never replaces the dispatcher's row of the same or a later failure.
- */
+/** In the recorder's transaction: a `failed` record's failure, from the log's row; it replaces only an earlier failure. */
 export const INDEX_FROM_LOG = `
 INSERT INTO failed_webhooks AS f (merchant_id, webhook_id, endpoint_id, failed_at, failed_resend, event, merchant_refs, reason, attempts, last_status, last_error)
 SELECT w.merchant_id, w.webhook_id, w.endpoint_id, r.at, r.resend, w.event, w.merchant_refs, r.reason, w.attempts, w.last_http_status, w.last_error
@@ -197,16 +185,13 @@ export class FailedStore {
       [leaseMs, ...params],
     );
     const row = rows[0];
-    // Unclaimed rows that the claim skipped were locked by a claim not committed yet.
+    // Open rows the claim skipped were locked by a claim not committed yet.
     if (row && row.open > 0) return { kind: 'held', ms: Math.max(1_000, Math.ceil(row.held_ms ?? 1_000)) };
     if (row && row.capped > 0) return { kind: 'capped', ms: Math.max(1_000, Math.ceil(row.capped_ms ?? 1_000)) };
     return { kind: 'none' };
   }
 
-  /**
-   * The copies of these are in `dispatch`: resent. On `endpointId` alone (and a row written before
-   * endpoints) when given, else every endpoint's row of the webhook this claim holds.
-   */
+  /** Their copies are in `dispatch`: on `endpointId` (and '') when given, else every endpoint's row this claim holds. */
   async markResent(merchantId: string, webhookIds: readonly string[], claimId: string, endpointId?: string): Promise<void> {
     await this.db.query(
       `UPDATE failed_webhooks SET ${MARK}
@@ -238,7 +223,6 @@ export class FailedStore {
   async list(options: { merchantId?: string; reference?: string; endpointId?: string; unresolvedOnly?: boolean; since?: Date; until?: Date; limit: number }): Promise<FailureRow[]> {
     const clauses: string[] = [];
     const params: unknown[] = [];
-    /** The value as the statement's next parameter: its placeholder. */
     const param = (value: unknown) => `$${params.push(value)}`;
     if (options.merchantId !== undefined) {
       clauses.push(`merchant_id = ${param(options.merchantId)}`);
