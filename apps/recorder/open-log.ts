@@ -5,7 +5,7 @@ import type { Logger } from '../../libs/logger/index.js';
 import { fileOf, migrate } from '../../libs/migrations/index.js';
 import type { RecorderConfig } from './config.js';
 
-/** Development mode's embedded database (merchants and the delivery log) lives here (git-ignored). */
+/** Development mode's embedded database (git-ignored). */
 export const PGLITE_DIR = resolve('.data/delivery-log');
 
 /** Development mode's embedded database, migrated here: only this process can open it, so no operator can. */

@@ -22,11 +22,10 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
     config.METRICS_PORT === undefined
       ? undefined
       : await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => waitingFor() === undefined, waitingFor, detail: () => awaited.detail });
-  // The port bound, as the dispatcher says its own: with METRICS_PORT=0 nothing else tells it.
+  // With METRICS_PORT=0 nothing else tells the port bound.
   if (metrics) logger.info('recorder metrics listening', { port: metrics.port });
   const database = openPostgres(config.DATABASE_URL!, { applicationName: 'webhooks-recorder' });
-  // The stream it reads, declared on every connect: deleted by an operator, its consumer's reconnect
-  // found it missing and failed (not ready, "RabbitMQ") until a dispatcher happened to write a record.
+  // Declared on every connect: an operator may have deleted it.
   const stream = deliveriesSpec(config.TOPOLOGY_PREFIX, replicationOf(config));
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger, declare: (openChannel) => declareQueueSpec(openChannel, stream) });
   try {
@@ -45,8 +44,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   });
   await recorder.start();
   const state = recorder.state;
-  // As the API's and the dispatcher's: WebhooksBrokerDisconnected reads it of every program, and a
-  // recorder cut off from RabbitMQ keeps its lead while it stores nothing.
+  // A recorder cut off from RabbitMQ keeps its lead while it stores nothing: WebhooksBrokerDisconnected tells.
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);

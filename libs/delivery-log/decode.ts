@@ -11,9 +11,8 @@ export interface RefusedEntry {
 }
 
 /**
- * The records of one stream message, each with its place in the message's array. What is not JSON
- * or does not match is refused (for the recorder to set aside), never allowed to stop the recorder.
- * checkRecord accepts the well-formed entries cheaply; zod decides the rest and says why.
+ * The records of one stream message, each with its place in the message's array; what is not JSON
+ * or does not match is refused. checkRecord accepts the well-formed cheaply; zod decides the rest and says why.
  */
 export function decodeRecords(body: Buffer): { records: DeliveryRecord[]; positions: number[]; refused: RefusedEntry[] } {
   const whole = (reason: string) => ({ records: [], positions: [], refused: [{ position: -1, error: reason, content: body.subarray(0, 64 * 1024).toString('utf8') }] });

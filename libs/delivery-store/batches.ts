@@ -36,24 +36,21 @@ export interface Prepared {
   lastEntry: string;
 }
 
-/** Where the next batch comes from: the read-ahead past `after`, bounded, and this leader's checkpoints. */
-export interface BatchSource {
-  buffer: readonly Pending[];
-  /** The last offset stored or already taken into a prepared batch. */
-  after: number;
-  maxMessages: number;
-  maxBytes: number;
-  checkpoints: Map<string, number>;
-}
-
-/** The next batch from the buffer (done while PostgreSQL stores the previous one). */
-export function prepareBatch(source: BatchSource): Prepared | undefined {
-  const { after, maxMessages, maxBytes } = source;
+/**
+ * The next batch: the read-ahead past `after` (the last offset stored or already prepared), bounded,
+ * with this leader's `checkpoints` (id → append time).
+ */
+export function prepareBatch(
+  buffer: readonly Pending[],
+  after: number,
+  limits: { messages: number; bytes: number },
+  checkpoints: Map<string, number>,
+): Prepared | undefined {
   const items: Pending[] = [];
   let bytes = 0;
-  for (const p of source.buffer) {
+  for (const p of buffer) {
     if (p.offset <= after) continue;
-    if (items.length >= maxMessages || (items.length > 0 && bytes + p.bytes > maxBytes)) break;
+    if (items.length >= limits.messages || (items.length > 0 && bytes + p.bytes > limits.bytes)) break;
     items.push(p);
     bytes += p.bytes;
   }
@@ -72,9 +69,9 @@ export function prepareBatch(source: BatchSource): Prepared | undefined {
     const headers = item.delivery.message.properties.headers;
     // A recorder's, to learn where the stream ends: no records, but its offset is stored past it.
     if (headers?.[HEADERS.entryType] === ENTRY_TYPES.checkpoint) {
-      const appendedAt = source.checkpoints.get(String(headers[HEADERS.checkpointId]));
+      const appendedAt = checkpoints.get(String(headers[HEADERS.checkpointId]));
       if (appendedAt !== undefined) {
-        source.checkpoints.delete(String(headers[HEADERS.checkpointId]));
+        checkpoints.delete(String(headers[HEADERS.checkpointId]));
         batch.caughtUpAt = new Date(Math.max(appendedAt, batch.caughtUpAt?.getTime() ?? 0));
       }
       continue;

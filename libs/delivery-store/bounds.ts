@@ -1,9 +1,5 @@
-/**
- * What PostgreSQL can hold, checked before a value reaches it: a value it refuses fails the whole
- * statement, which would read as an outage (503) for a request that can never succeed.
- */
+/** What PostgreSQL can hold, checked first: a value it refuses would read as an outage (503). */
 
-// ISO text with a year outside 0001-9999 is refused or read differently by PostgreSQL than by Date.parse.
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
 const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
 

@@ -1,10 +1,8 @@
 /**
- * SQL that is true when the merchant `id` (an SQL expression) was deleted (`webhooks merchants
- * delete`): a tombstone names it, by the digest libs/merchants/rows.ts idDigest makes (SHA-256,
- * base64url), and no merchant of that id exists again. With `at` (an SQL time), also when that time
- * is not after the delete: a record of an attempt made before it, read late. A write of the
- * merchant's data made in the same statement is left out by it, so that work of a deleted merchant
- * still in flight (a program that has not heard of the delete yet) does not write its rows back.
+ * SQL that is true when the merchant `id` (an SQL expression) was deleted: a tombstone names it (by
+ * libs/merchants/rows.ts idDigest) and no merchant of that id exists again; with `at` (an SQL time),
+ * also when that time is not after the delete. A write guarded by it keeps a deleted merchant's work
+ * still in flight from writing its rows back.
  */
 export function erasedMerchantSql(id: string, at?: string): string {
   const after = at === undefined ? '' : `${at} <= t.deleted_at OR `;

@@ -35,10 +35,10 @@ function holderOf(lockFile: string): number | undefined {
 }
 
 /**
- * PGlite is PostgreSQL without its postmaster, so nothing stops two processes from opening one data
- * folder; each then writes over what the other committed. `<dir>.lock` holds the owner's pid: written
- * to a file of this process's own, then linked into place, so that it never exists empty and only one
- * link can win. One whose process is gone (killed, crashed) is taken over. Returns the release.
+ * Nothing in PGlite stops two processes from opening one data folder, each writing over the other's
+ * commits. `<dir>.lock` holds the owner's pid, linked into place from a file of this process's own,
+ * so that it never exists empty and only one link wins. One whose process is gone is taken over.
+ * Returns the release.
  */
 export function lockFolder(dir: string): () => void {
   const lockFile = `${dir}.lock`;
@@ -52,8 +52,7 @@ export function lockFolder(dir: string): () => void {
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         const holder = holderOf(lockFile);
-        // This process's own pid is live but stale unless this process locked it (a container
-        // restarted gives its programs the pids they had); one it locked is an opening not closed.
+        // This process's own pid is stale unless it locked it here (a restarted container reuses pids).
         const held = holder === process.pid ? heldHere.has(lockFile) : holder !== undefined && alive(holder);
         if (held || tries >= 2) throw new EmbeddedDatabaseInUseError(dir, lockFile, holder);
         rmSync(lockFile, { force: true });

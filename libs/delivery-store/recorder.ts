@@ -287,8 +287,8 @@ export class DeliveryLogRecorder {
 
   private prepare(): Prepared | undefined {
     const after = Math.max(this.preparedUpTo ?? -1, (this.next ?? 0) - 1);
-    const maxBytes = this.options.maxBatchBytes ?? BATCH_BYTES;
-    const batch = prepareBatch({ buffer: this.buffer, after, maxMessages: BATCH_MESSAGES, maxBytes, checkpoints: this.checkpoints });
+    const limits = { messages: BATCH_MESSAGES, bytes: this.options.maxBatchBytes ?? BATCH_BYTES };
+    const batch = prepareBatch(this.buffer, after, limits, this.checkpoints);
     if (batch) this.preparedUpTo = batch.items.at(-1)!.offset;
     return batch;
   }

@@ -13,8 +13,8 @@ export interface FailureFacts {
 }
 
 /**
- * The headers of a failure entry: the webhook's own and the failure's. An earlier attempt's status
- * is not carried. The entry gets an id of its own because deleting the stream starts offsets over.
+ * The headers of a failure entry: the webhook's own (not an earlier attempt's status) and the
+ * failure's, with an id of its own: deleting the stream starts offsets over.
  */
 export function failureEntryHeaders(webhook: ScalarHeaders, facts: FailureFacts): ScalarHeaders {
   const headers: ScalarHeaders = { ...webhook };

@@ -1,7 +1,7 @@
 import { legacyEndpointId, receivesEvent, type Endpoint } from '../merchants/index.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/** What a resend needs to know of the merchant: its id, and its endpoints (which are on, for which events). */
+/** What a resend needs to know of the merchant. */
 export interface ResendTarget {
   id: string;
   endpoints: ReadonlyArray<Pick<Endpoint, 'id' | 'enabled' | 'events'>>;
@@ -29,9 +29,8 @@ export class EndpointDeletedError extends NamedError {
 export type Verdict = { send: string } | { keep: 'disabled' | 'deleted' | 'not-subscribed'; endpointId: string };
 
 /**
- * The checks every resend makes (ResendService runs them, so no caller can skip them). Before
- * anything is claimed: some endpoint must be on (`only`: that one), else WebhookDisabledError.
- * Then per failure: its endpoint must still exist, be on and receive the event, else it stays failed.
+ * The checks every resend makes. Before anything is claimed: some endpoint must be on (`only`: that
+ * one), else WebhookDisabledError. Per failure: its endpoint must exist, be on and receive the event.
  */
 export function receiverOf(target: ResendTarget, only?: string): (failure: { endpointId: string; event: string }) => Verdict {
   const named = only === undefined ? undefined : target.endpoints.find((e) => e.id === only);

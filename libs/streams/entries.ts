@@ -7,10 +7,7 @@ export function offsetOf(headers: Record<string, unknown> | undefined): number |
   return typeof offset === 'number' && Number.isSafeInteger(offset) && offset >= 0 ? offset : undefined;
 }
 
-/**
- * The stream gives no message count, so a reader marks "now" by appending a checkpoint with an id
- * of its own: reading it back means every entry written before it has been seen.
- */
+/** A reader marks "now" with a checkpoint of its own id: read back, every entry written before it was seen. */
 export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
   return broker.sendToQueue(
     stream,

@@ -5,10 +5,7 @@ import { HEADERS } from '../contracts/index.js';
 import { within } from '../runtime/timers.js';
 import { appendCheckpoint, offsetOf } from './entries.js';
 
-/**
- * Appends checkpoint `id` and reads where it landed: the offset the stream is at now. A reader that
- * resumes at a higher offset is reading a stream deleted and declared again.
- */
+/** Appends checkpoint `id` and reads where it landed: the offset the stream is at now. */
 export async function landCheckpoint(broker: BrokerConnection, stream: string, id: string, timeoutMs: number): Promise<number> {
   let found!: (offset: number) => void;
   let failed!: (err: Error) => void;
@@ -37,16 +34,10 @@ export async function landCheckpoint(broker: BrokerConnection, stream: string, i
   }
 }
 
-/** What names one entry of a stream, whatever its offset: a digest of its body and headers. */
+/** Names one entry of a stream, whatever its offset: a digest of its body and headers. */
 export function fingerprintOf(message: ConsumeMessage): string {
   const { [HEADERS.streamOffset]: _offset, ...headers } = message.properties.headers ?? {};
-  let named: string;
-  try {
-    named = JSON.stringify(headers);
-  } catch {
-    named = '';
-  }
-  return createHash('sha256').update(message.content).update('\0').update(named).digest('base64url').slice(0, 24);
+  return createHash('sha256').update(message.content).update('\0').update(JSON.stringify(headers)).digest('base64url').slice(0, 24);
 }
 
 /** The fingerprint of the entry at `offset`, or undefined when it cannot tell (gone, past the end, no answer in time). */

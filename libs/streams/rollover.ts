@@ -7,12 +7,10 @@ import { Periodic } from '../runtime/periodic.js';
 export const FAILED_ROLLOVER_EVERY_MS = 8 * 3_600_000;
 
 /**
- * Keeps a stream's x-max-age true however little is written to it. RabbitMQ 3.10 applies retention
- * only when it opens a new segment, and deletes only closed segments: a stream written less than a
- * segment keeps its entries for ever. So at every multiple of `everyMs` (the clock's multiples, so
- * a restart keeps the schedule) an entry of `bytes` (the segment size) fills the open segment, and
- * the next append opens a new one: an entry is gone at most max age + 2 × everyMs after it was
- * written. Every dispatcher does it.
+ * Keeps a stream's x-max-age true however little is written to it: RabbitMQ 3.10 deletes only closed
+ * segments. At every multiple of `everyMs` (the clock's, so a restart keeps the schedule) an entry
+ * of `bytes` (the segment size) fills the open segment: an entry is gone at most max age + 2 × everyMs
+ * after it was written.
  */
 export class StreamRollover {
   private stopped = false;
