@@ -109,7 +109,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
       healthDatabase = openPostgres(config.DATABASE_URL, LOG_HEALTH_POOL);
     } else {
       // The caller's database, or development mode's embedded one (with its recorder): one process, no pool.
-      log = await openDeliveryLog(config, broker, logger, given);
+      log = await openDeliveryLog(config, broker, logger, given!);
     }
     cleanup.add(() => Promise.all([log?.close(), healthDatabase?.close()]));
   }

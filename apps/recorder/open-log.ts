@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type { BrokerConnection } from '../../libs/broker/index.js';
-import { type Database, DeliveryLogRecorder, openPglite, openPostgres } from '../../libs/delivery-store/index.js';
+import { type Database, DeliveryLogRecorder, openPglite } from '../../libs/delivery-store/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import { fileOf, migrate } from '../../libs/migrations/index.js';
 import type { RecorderConfig } from './config.js';
@@ -23,15 +23,8 @@ export async function openDevDatabase(logger: Logger): Promise<Database> {
 
 export type OpenedLog = Awaited<ReturnType<typeof openDeliveryLog>>;
 
-/**
- * The delivery log's database for a program that reads it: the caller's, else PostgreSQL at
- * DATABASE_URL. An embedded PGlite only this process can open, so it also runs the recorder.
- */
-export async function openDeliveryLog(config: Pick<RecorderConfig, 'DATABASE_URL' | 'DELIVERY_LOG_RETENTION' | 'TOPOLOGY_PREFIX'>, broker: BrokerConnection, logger: Logger, given?: Database) {
-  if (!given) {
-    const database = openPostgres(config.DATABASE_URL!);
-    return { database, close: () => database.close() };
-  }
+/** The delivery log on the caller's database. An embedded PGlite only this process can open, so it also runs the recorder. */
+export async function openDeliveryLog(config: Pick<RecorderConfig, 'DELIVERY_LOG_RETENTION' | 'TOPOLOGY_PREFIX'>, broker: BrokerConnection, logger: Logger, given: Database) {
   if (given.kind !== 'pglite') return { database: given, close: async () => {} };
   logger.warn('development mode: the delivery log uses an embedded PGlite database', { dir: PGLITE_DIR });
   const recorder = new DeliveryLogRecorder(broker, given, logger, { prefix: config.TOPOLOGY_PREFIX, retentionMs: config.DELIVERY_LOG_RETENTION });

@@ -12,8 +12,7 @@ const latest = (values: Array<string | null>) => values.filter((v): v is string 
  * by the hosts' clocks; by time only when an attempted delivery has no position (stored before 0019).
  */
 function lastAttempted(details: readonly WebhookDetail[], positions: ReadonlyArray<number | null>): WebhookDetail {
-  const indexes = details.map((_, i) => i);
-  const attempted = indexes.filter((i) => details[i]!.lastAttemptAt !== null);
+  const attempted = details.flatMap((d, i) => (d.lastAttemptAt === null ? [] : [i]));
   if (attempted.length > 0 && attempted.every((i) => positions[i] !== null && positions[i] !== undefined)) {
     return details[attempted.reduce((a, b) => (positions[b]! > positions[a]! ? b : a))]!;
   }
