@@ -22,7 +22,6 @@ const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as nu
 const isString = (v: unknown): v is string => typeof v === 'string';
 const isName = (v: unknown): v is string => isText(v, 1, 200);
 const isStatus = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 100 && (v as number) <= 599;
-/** An optional field: absent, or `ok`. */
 const optional = (v: unknown, ok: (v: unknown) => boolean) => v === undefined || ok(v);
 
 function attemptOf(a: unknown): DeliveryRecord['attempt'] | null {

@@ -1,5 +1,4 @@
 import { mkdirSync } from 'node:fs';
-import type { PGlite as Pglite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { lockFolder } from './folder-lock.js';
 import { Periodic } from '../runtime/periodic.js';
@@ -133,12 +132,10 @@ async function connect(settings: pg.ClientConfig): Promise<{ client: pg.Client; 
   const lost = new Promise<Error>((resolve) => (markLost = resolve));
   client.on('error', (err) => markLost(err));
   client.on('end', () => markLost(new Error('connection ended')));
-  try {
-    await client.connect();
-  } catch (err) {
+  await client.connect().catch(async (err: unknown) => {
     await client.end().catch(() => {});
     throw err;
-  }
+  });
   return { client, lost, markLost };
 }
 
@@ -159,14 +156,12 @@ export async function openPglite(dir: string): Promise<Database> {
   mkdirSync(dir, { recursive: true });
   // Before PGlite touches the folder: a second opener would already write it.
   const release = lockFolder(dir);
-  let db: Pglite;
-  try {
-    const { PGlite } = await import('@electric-sql/pglite');
-    db = await PGlite.create(dir);
-  } catch (err) {
-    release();
-    throw err;
-  }
+  const db = await import('@electric-sql/pglite')
+    .then(({ PGlite }) => PGlite.create(dir))
+    .catch((err: unknown) => {
+      release();
+      throw err;
+    });
   const queryable: Queryable = { query: (text, params) => db.query(text, params) as never };
   const transaction = <T>(work: (tx: Queryable) => Promise<T>) => db.transaction((tx) => work({ query: (text, params) => tx.query(text, params) as never }));
   const never = new Promise<Error>(() => {});
@@ -181,12 +176,6 @@ export async function openPglite(dir: string): Promise<Database> {
       const unlisten = await db.listen(channel, onPayload);
       return { lost: never, query: queryable.query, close: () => unlisten() };
     },
-    close: async () => {
-      try {
-        await db.close();
-      } finally {
-        release();
-      }
-    },
+    close: () => db.close().finally(release),
   };
 }

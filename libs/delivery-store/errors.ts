@@ -10,7 +10,6 @@ export class LogUnavailableError extends NamedError {
 /** A read cancelled by the statement timeout (57014): still a 503, but a narrower read may avoid it. */
 export class LogQueryTimeoutError extends LogUnavailableError {}
 
-/** A list cursor that this service did not give out. */
 export class InvalidCursorError extends NamedError {
   constructor() {
     super('The cursor is not one this service gave; pass nextCursor from the previous page');

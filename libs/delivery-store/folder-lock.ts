@@ -22,7 +22,6 @@ function alive(pid: number): boolean {
   }
 }
 
-/** The lock files this process holds. */
 const heldHere = new Set<string>();
 
 function holderOf(lockFile: string): number | undefined {

@@ -1,9 +1,5 @@
 import type { Database, Listener } from './database.js';
 
-export interface Listening {
-  stop(): Promise<void>;
-}
-
 export interface ListeningHandlers {
   heard(payload: string): void;
   /**
@@ -16,7 +12,7 @@ export interface ListeningHandlers {
 }
 
 /** LISTEN on `channel` on a connection of its own until stop(), made again after each loss (250 ms, doubling to 5 s). */
-export function keepListening(db: Pick<Database, 'listen'>, channel: string, handlers: ListeningHandlers): Listening {
+export function keepListening(db: Pick<Database, 'listen'>, channel: string, handlers: ListeningHandlers) {
   let stopped = false;
   let listener: Listener | undefined;
   void (async () => {
@@ -39,9 +35,11 @@ export function keepListening(db: Pick<Database, 'listen'>, channel: string, han
     }
   })();
   return {
-    async stop() {
+    async stop(): Promise<void> {
       stopped = true;
       await listener?.close();
     },
   };
 }
+
+export type Listening = ReturnType<typeof keepListening>;

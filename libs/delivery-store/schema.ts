@@ -35,7 +35,6 @@ export class UnstorableTimeError extends NamedError {
   }
 }
 
-/** Creates the table's partition of a day (UTC) if it is missing. */
 export async function ensurePartition(db: Queryable, table: PartitionedTable, day: string): Promise<void> {
   const next = /^\d{4}-\d{2}-\d{2}$/.test(day) ? new Date(Date.parse(`${day}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10) : '';
   if (!/^\d{4}-\d{2}-\d{2}$/.test(next) || day < '0001-01-01') throw new UnstorableTimeError(day);

@@ -131,20 +131,10 @@ export class FailedStore {
 
   /** The dispatcher's write, once the failed message is confirmed in `failed`. */
   async record(failure: Failure): Promise<void> {
+    const { merchantId, webhookId, failedAt, event, references, reason, attempts, lastStatus, lastError, content, headers } = failure;
     await this.db.query(UPSERT, [
-      failure.merchantId,
-      failure.webhookId,
-      failure.failedAt.toISOString(),
-      failure.event,
-      failure.references.map((r) => merchantRef(failure.merchantId, r)),
-      failure.reason,
-      failure.attempts,
-      failure.lastStatus ?? null,
-      failure.lastError ?? null,
-      failure.content,
-      JSON.stringify(failure.headers),
-      failure.endpointId ?? '',
-      failure.resend ?? 0,
+      merchantId, webhookId, failedAt.toISOString(), event, references.map((r) => merchantRef(merchantId, r)), reason, attempts,
+      lastStatus ?? null, lastError ?? null, content, JSON.stringify(headers), failure.endpointId ?? '', failure.resend ?? 0,
     ]);
   }
 
