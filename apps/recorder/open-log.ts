@@ -11,13 +11,11 @@ export const PGLITE_DIR = resolve('.data/delivery-log');
 /** Development mode's embedded database, migrated here: only this process can open it, so no operator can. */
 export async function openDevDatabase(logger: Logger): Promise<Database> {
   const database = await openPglite(PGLITE_DIR);
-  try {
-    const { applied } = await migrate(database);
-    if (applied.length > 0) logger.info('development mode: embedded database migrated', { applied: applied.map(fileOf) });
-  } catch (err) {
+  const { applied } = await migrate(database).catch(async (err: unknown) => {
     await database.close();
     throw err;
-  }
+  });
+  if (applied.length > 0) logger.info('development mode: embedded database migrated', { applied: applied.map(fileOf) });
   return database;
 }
 
