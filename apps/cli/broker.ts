@@ -21,7 +21,6 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
       try {
         await channel.checkQueue(queue);
       } catch (err) {
-        // Reply 404 is an answer, not a crash: the programs never ran with this TOPOLOGY_PREFIX here.
         if ((err as { code?: number }).code === 404) {
           throw new Error(`${queue} does not exist on this broker: no dispatcher or API has declared the topology of TOPOLOGY_PREFIX=${config.TOPOLOGY_PREFIX} here`);
         }
@@ -37,43 +36,28 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
 }
 
 /**
- * A pool on DATABASE_URL for a command, after one look at it; the caller closes it. Every command but
- * `migrate` (`schema: false`) then checks the schema as the programs do at start-up: a schema behind
- * names `webhooks migrate` (not PostgreSQL's "relation … does not exist"), and a newer one this release
- * does not run beside is refused before the command reads or writes a table it reshaped.
+ * A pool on DATABASE_URL for one command, closed after; without DATABASE_URL, `needs` is the usage error.
+ * Every command but `migrate` (`schema: false`) checks the schema as the programs do at start-up, so that
+ * a schema behind names `webhooks migrate`, and a newer one this release does not run beside is refused.
  */
-export async function openCliPostgres(url: string, options: PostgresOptions & { schema?: false }): Promise<Database> {
+export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions & { schema?: false }, run: (database: Database) => Promise<T>): Promise<T> {
+  if (!url) throw new UsageError(needs);
   const { schema, ...settings } = options;
   const database = openPostgres(url, settings);
   try {
-    // One look first: pg's own words ("connect ECONNREFUSED …", "role … does not exist") say neither which variable nor that it is PostgreSQL.
-    // The URL without its password, nor its query string: pg takes its settings from it too, a password among them.
+    // pg's own words ("connect ECONNREFUSED …") name neither the variable nor PostgreSQL. The URL is
+    // shown without its password nor its query string, where pg also takes a password.
     await database.query('SELECT 1').catch((err: unknown) => {
       throw new Error(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(err as Error)?.message ?? String(err)}`, { cause: err });
     });
     if (schema !== false) await checkSchema(database);
-    return database;
-  } catch (err) {
-    await database.close();
-    throw err;
-  }
-}
-
-/** openCliPostgres for one command, closed after; without DATABASE_URL, `needs` is the usage error. */
-export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions & { schema?: false }, run: (database: Database) => Promise<T>): Promise<T> {
-  if (!url) throw new UsageError(needs);
-  const database = await openCliPostgres(url, options);
-  try {
     return await run(database);
   } finally {
     await database.close();
   }
 }
 
-/**
- * The failure index the API's resends use, so an operator's resend is the merchant's. `merchant` reads what a
- * resend checks (its endpoints, their events) where the programs read it: the merchants table.
- */
+/** The failure index the API's resends use; `merchant` reads what a resend checks from the merchants table. */
 export async function withFailures<T>(config: CliConfig, run: (store: FailedStore, merchant: (id: string) => Promise<ResendTarget>) => Promise<T>): Promise<T> {
   const needs = 'failed commands need DATABASE_URL: failed webhooks and their resends are kept in PostgreSQL';
   return withPostgres(config.DATABASE_URL, needs, { maxConnections: 2, applicationName: 'webhooks-cli failed' }, (database) =>
@@ -85,7 +69,7 @@ export async function withFailures<T>(config: CliConfig, run: (store: FailedStor
   );
 }
 
-/** The API's own resend, over the CLI's broker connection and database; drained before the broker closes. */
+/** The API's own resend, drained before the broker closes. */
 export async function withResend<T>(config: CliConfig, store: FailedStore, run: (resend: ResendService) => Promise<T>): Promise<T> {
   return withBroker(config, [topologyNames(config.TOPOLOGY_PREFIX).dispatch], async (broker) => {
     const resend = new ResendService(broker, store, config.TOPOLOGY_PREFIX, silentLogger());

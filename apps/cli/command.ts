@@ -5,26 +5,24 @@ import { isStorableTime } from '../../libs/delivery-store/index.js';
 import { NamedError } from '../../libs/runtime/index.js';
 import { type CliConfig, cliEnvSchema } from './config.js';
 
-/** What the program is given: its environment and streams, and the exit code a command leaves. */
+/** What the program is given, so that commands never reach for globals, and the exit code a command leaves. */
 export interface CliIo {
   env: Record<string, string | undefined>;
   stdout: NodeJS.WritableStream;
-  /** Progress and notes for people; `isTTY` decides between a live bar and plain lines. */
+  /** `isTTY` decides between a live progress bar and plain lines. */
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   now(): Date;
   exitCode: number;
-  /** Where Ctrl-C is heard (process in main.ts): SIGINT. Absent: never. */
+  /** Where SIGINT (Ctrl-C) is heard; absent: never. */
   interrupts?: Pick<NodeJS.EventEmitter, 'once' | 'off'>;
 }
 
-/** What a command needs from its surroundings, passed in so that commands never reach for globals. */
 export type CliContext = Pick<CliIo, 'env' | 'stdout' | 'stderr'> & {
   /** Parsed on first use, so that a command that needs no broker (token) is not stopped by its settings. */
   readonly config: CliConfig;
   /**
-   * Runs `run` with a signal that Ctrl-C aborts, for a command that moves things one at a time: it stops
-   * after the one in hand and says what it did (exit INTERRUPTED). Only the first Ctrl-C, and only while
-   * `run` runs: a second one, or one at another time, ends the process as usual.
+   * `run` with a signal the first Ctrl-C during it aborts, for a command that moves things one at a time
+   * and then stops after the one in hand (exit INTERRUPTED); a second Ctrl-C ends the process as usual.
    */
   interruptible<T>(run: (interrupted: AbortSignal) => Promise<T>): Promise<T>;
 };
@@ -62,7 +60,7 @@ function contextOf(io: CliIo): CliContext {
   };
 }
 
-/** A command of `webhooks`; the subcommands it makes know the program's surroundings too. */
+/** A command of `webhooks`, whose subcommands know the program's surroundings too. */
 export class CliCommand extends Command {
   constructor(
     private readonly io: CliIo,
@@ -76,9 +74,8 @@ export class CliCommand extends Command {
   }
 
   /**
-   * The command's action: `check` refuses what commander's parsing cannot (a time that does not exist),
-   * then `run` gets the environment, parsed only now so that --help and usage errors need none. A
-   * UsageError from either is printed with this command's help and exits 2.
+   * `check` refuses what commander cannot (a time that does not exist), then `run` gets the environment,
+   * parsed only now so that --help and usage errors need none. A UsageError prints the help and exits 2.
    */
   handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
     return this.action(async () => {
@@ -97,8 +94,7 @@ export function writeLine(stream: NodeJS.WritableStream, line: string): void {
   stream.write(`${line}\n`);
 }
 
-// Control characters (newlines, escapes) come from message headers and bodies: never let them
-// move the cursor or break a row.
+// Control characters from message headers and bodies must not move the cursor or break a row.
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
 
 function printable(text: string): string {
@@ -136,25 +132,22 @@ AUTH_JWT_SECRET (the development secret with WEBHOOKS_DEV=true), AUTH_JWT_ISSUER
 
 const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 
-/** A time PostgreSQL holds (years 0001 to 9999): past them the query fails ("Invalid time value", "out of range"), not the command line. */
+/** A time PostgreSQL holds (years 0001 to 9999), or the query would fail rather than the command line. */
 function storable(option: string, text: string, at: Date): Date {
   if (!Number.isNaN(at.getTime()) && isStorableTime(at.toISOString())) return at;
   throw new UsageError(`--${option}: ${text} is outside the years 0001 to 9999`);
 }
 
-/**
- * An ISO-8601 time (UTC without an offset, as the service writes them) or a duration ago. A date or time
- * that does not exist (2026-02-30, 24:10) is refused: Date.parse would roll it over.
- */
-export function parseTime(option: string, text: string, now: Date): Date {
+/** An ISO-8601 time (UTC without an offset) or a duration ago; 2026-02-30 or 24:10 is refused, not rolled over. */
+function parseTime(option: string, text: string, now: Date): Date {
   const trimmed = text.trim();
   const ago = parseDuration(trimmed);
   if (ago !== undefined) return storable(option, trimmed, new Date(now.getTime() - ago));
   const match = ISO_TIME.exec(trimmed);
   if (match) {
-    const [, year, month, day, hour = '0', minute = '0', second = '0'] = match.map((part) => part ?? undefined);
+    const [, year, month, day, hour = '0', minute = '0', second = '0'] = match;
     const calendar = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
-    if (calendar.getUTCMonth() !== Number(month) - 1 || calendar.getUTCDate() !== Number(day) || Number(month) < 1) {
+    if (calendar.getUTCMonth() !== Number(month) - 1 || calendar.getUTCDate() !== Number(day)) {
       throw new UsageError(`--${option}: ${year}-${month}-${day} is not a date (month 01 to 12, and no day past the month's last)`);
     }
     if (Number(hour) > 23 || Number(minute) > 59 || Number(second) > 59) {

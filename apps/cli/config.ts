@@ -7,16 +7,14 @@ export const cliEnvSchema = z.object({
   RABBITMQ_URL: envFields.rabbitmqUrl,
   TOPOLOGY_PREFIX: envFields.topologyPrefix,
   ...replicationFields,
-  /** merchants endpoints add/set: http endpoint URLs are accepted only in development mode, private address literals only with this. */
+  // merchants endpoints: http URLs only in development mode, private addresses only with ALLOW_PRIVATE_TARGETS.
   WEBHOOKS_DEV: envFields.boolean(false),
   ALLOW_PRIVATE_TARGETS: envFields.boolean(false),
-  /** merchants endpoints add: the most endpoints a merchant may have (as the admin API's). */
   MAX_ENDPOINTS_PER_MERCHANT: envFields.positiveInt(MAX_ENDPOINTS_PER_MERCHANT, MAX_ENDPOINTS_PER_MERCHANT),
-  /** merchants: the database where merchants live, and the key their secrets are sealed with. */
   DATABASE_URL: deliveryLogFields.DATABASE_URL,
   SECRETS_KEY: merchantStoreFields.SECRETS_KEY,
   SECRETS_KEY_PREVIOUS: merchantStoreFields.SECRETS_KEY_PREVIOUS,
-  /** publish: with an OTLP endpoint, each event's publish span is exported and its traceparent travels with it. */
+  // publish: each event's publish span, exported with an OTLP endpoint.
   ...tracingFields,
 });
 

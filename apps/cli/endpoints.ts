@@ -6,7 +6,6 @@ import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatch
 import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
-/** Endpoints as a table (also `merchants get`'s). */
 export function endpointTable(views: EndpointView[]): string {
   return formatTable(
     ['ENDPOINT', 'ENABLED', 'REASON', 'EVENTS', 'ORDER', 'MAX/S', 'PREVIOUS SECRET UNTIL', 'URL', 'DESCRIPTION'],
@@ -57,7 +56,6 @@ async function withEndpoints<T>(ctx: CliContext, access: 'read' | 'write', run: 
   return withSettings(ctx, access, (settings, database) => run(new EndpointSettings(settings), database));
 }
 
-/** `webhooks merchants endpoints …`: a merchant's endpoints one at a time, as the admin API's routes. */
 export function declareEndpoints(merchants: CliCommand): void {
   const endpoints = merchants
     .command('endpoints')
@@ -71,7 +69,7 @@ export function declareEndpoints(merchants: CliCommand): void {
     .option('--json', 'one JSON array on stdout, for scripts', false)
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
-      // Each at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
+      // Each at the rate it is sent at now, as the admin API shows it.
       const views = await withEndpoints(ctx, 'read', async (each, database) => withEndpointRates(database, options.id, each.list(options.id)));
       writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
       return 0;

@@ -5,7 +5,6 @@ import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, Nothing
 import { withFailures, withResend } from './broker.js';
 import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
 
-// REASON beside LAST ERROR: why it ended in failed (an outage, a disabled webhook) and what was last seen.
 const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
 
 function failuresTable(records: FailureRow[], withResolved: boolean): string {
@@ -79,7 +78,6 @@ export function declareFailed(program: CliCommand): void {
         json: raw.json,
       }),
       async ({ all, limit, json, ...filter }, ctx) => {
-        // One more than asked: whether some were left out.
         const rows = await withFailures(ctx.config, (store) => store.list({ ...filter, unresolvedOnly: !all, limit: limit + 1 }));
         const shown = rows.slice(0, limit).reverse();
         printListing(ctx, json, shown.map(failureJson), all ? 'no failed webhook matches' : 'no unresolved failed webhook matches', () => failuresTable(shown, all));
@@ -110,12 +108,10 @@ export function declareFailed(program: CliCommand): void {
       (raw: { merchant?: string }, [reference]) => ({ merchantId: requireMerchant(raw.merchant, 'failed resend'), reference: checkReference(reference!) }),
       async ({ merchantId, reference }, ctx) => {
         const count = await withFailures(ctx.config, async (store, merchantOf) => {
-          // The API's checks, made by the same ResendService: the webhook on, the event still received.
           const merchant = await merchantOf(merchantId);
           return withResend(ctx.config, store, (resend) =>
             resend.resend(merchant, reference).catch((err: unknown) => {
               if (err instanceof NothingToResendError) throw new NothingMatchedError(`no unresolved failed webhook for merchant ${merchantId} and reference ${reference}`);
-              // Those that went are marked resent: a second run sends only the rest.
               if (err instanceof ResendStoppedError && err.sent > 0) {
                 throw new Error(
                   `${err.cause.message}; ${err.sent} webhook(s) of reference ${reference} of merchant ${merchantId} were resent before it stopped: ` +
@@ -158,11 +154,10 @@ export function declareFailed(program: CliCommand): void {
       },
       ({ merchantId, since, until, dryRun, rate }, ctx) =>
         withFailures(ctx.config, async (store, merchantOf) => {
-          // One more than a replay takes: whether the window holds more.
           const found = await store.list({ merchantId, since, until, unresolvedOnly: true, limit: MAX_REPLAY + 1 });
           const candidates = found.slice(0, MAX_REPLAY).reverse();
           if (candidates.length === 0) throw new NothingMatchedError(`no unresolved failed webhook of merchant ${merchantId} in the window`);
-          // The API's checks, before anything (the dry run too): a disabled webhook stops the replay.
+          // The API's checks, before anything (the dry run too).
           const merchant = await merchantOf(merchantId);
           receiverOf(merchant);
           if (found.length > MAX_REPLAY) {
@@ -199,13 +194,12 @@ function parseRate(text: string): number {
   return n;
 }
 
-/** At most this many failures in one replay: a larger window is replayed in parts. */
+/** A larger window is replayed in parts. */
 const MAX_REPLAY = 100_000;
 
 async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext, interrupted: AbortSignal) {
   const summary = { resent: 0, skipped: 0, errors: 0, notTried: 0, lastError: undefined as string | undefined };
   const started = performance.now();
-  let paced = 0;
   const progress = startProgress('replay', candidates.length, ctx.stderr);
   let brokerGone = false;
   try {
@@ -213,24 +207,20 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
       if (brokerGone) {
         summary.errors++;
       } else {
-        // Resend k (0-based) goes no earlier than k / rate seconds after the first: a merchant back from an outage gets its backlog at a rate it can take.
-        const wait = started + (paced++ * 1000) / rate - performance.now();
-        // Ctrl-C ends the wait too: between two resends nothing is in hand.
+        // Resend i goes no earlier than i / rate seconds after the first.
+        const wait = started + (i * 1000) / rate - performance.now();
         if (wait > 0) await sleep(Math.ceil(wait), undefined, { signal: interrupted }).catch(() => {});
         if (interrupted.aborted) {
           summary.notTried = candidates.length - i;
           break;
         }
         try {
-          // Each failure to its own endpoint (a row written before endpoints: every row of the webhook, the first endpoint's).
           summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);
         } catch (err) {
           if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError || err instanceof EndpointDeletedError || (err instanceof WebhookDisabledError && err.endpointId !== undefined)) {
-            // Resent since the window was read (e.g. by the merchant), of an event no longer received, or of
-            // an endpoint disabled or deleted since: left failed.
+            // Resent since the window was read, or no longer sendable: left failed.
             summary.skipped++;
           } else {
-            // Stopped between a webhook's rows on two endpoints (one written before endpoints): the first went.
             const stopped = err instanceof ResendStoppedError ? err : undefined;
             summary.resent += stopped?.sent ?? 0;
             summary.errors++;

@@ -8,12 +8,9 @@ import { CliCommand, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseL
 /** What a pass did; `interrupted`: Ctrl-C ended it before the last message. */
 type PassResult = { kept: number; moved: number; interrupted: boolean };
 
-const newPass = (): PassResult => ({ kept: 0, moved: 0, interrupted: false });
-
 /** A message parked in invalid, with the reason the dispatcher (or the broker: byBroker) gave. */
 type ParkedMessage = ReturnType<typeof parkedOf>;
 
-/** For --help, and why the pass below is made so. */
 const NO_REQUEUE = `How it reads the queue: every message present when the command starts is taken, handled, published
 again (with a publisher confirm) and only then acknowledged. Nothing is ever returned with a
 requeue: RabbitMQ 4.x quorum queues drop a message returned 20 times (delivery-limit), and a
@@ -21,24 +18,23 @@ message taken and left unacknowledged when a channel closes counts as returned. 
 order; ones parked while the command runs are left for the next run. Run one at a time per queue.`;
 
 /**
- * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the
- * tail of invalid, or moved to dispatch, as `verdict` says. One message at a time, also so that acks
- * never pile up before the channel closes (quorum queues have been seen to drop acks sent just
- * before a close: rabbitmq-server#10327). `result` counts as it goes: a pass cut off midway has done that much.
- * `interrupted` (Ctrl-C) ends the pass before the next message is taken, never with one in hand.
+ * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the tail
+ * of invalid, or moved to dispatch, as `verdict` says. One message at a time, so that acks never pile
+ * up before the channel closes (quorum queues can drop acks sent just before a close: rabbitmq-server#10327).
+ * `result` counts as it goes; `interrupted` ends the pass before the next message is taken.
  */
 async function passOverInvalid(
   broker: BrokerConnection,
   names: TopologyNames,
+  result: PassResult,
+  interrupted: AbortSignal,
   verdict: (parked: ParkedMessage) => 'keep' | 'move',
-  result = newPass(),
-  interrupted?: AbortSignal,
 ): Promise<PassResult> {
   const channel = await broker.createChannel();
   try {
     const { messageCount } = await channel.checkQueue(names.invalid);
     for (let i = 0; i < messageCount; i++) {
-      if (interrupted?.aborted) {
+      if (interrupted.aborted) {
         result.interrupted = true;
         break;
       }
@@ -53,8 +49,8 @@ async function passOverInvalid(
       };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
-      // One try, no backoff: a copy not confirmed fails the pass, and the message returns to invalid once, when the channel closes.
-      // Within a deadline: a broker whose alarm blocks publishers would hold the command forever.
+      // One try, within a deadline (an alarm blocks publishers): a copy not confirmed fails the pass, and the message
+      // returns to invalid once, when the channel closes.
       const to = move ? names.dispatch : names.invalid;
       const moved = await moveMessage(broker, held, to, { backoffMs: [], deadlineMs: CLI_BROKER_DEADLINE_MS, headers: () => headers, onRetry: (err) => (refused = err) });
       if (refused instanceof PublishUnconfirmedError) {
@@ -73,11 +69,7 @@ async function passOverInvalid(
   return result;
 }
 
-/**
- * The broker's verdict on a copy it parked, as our headers, for the copy kept in invalid: putting it
- * back drops the broker's x-first-death-* and x-death (they describe one message), and with them the
- * code that `requeue --code delivery-limit` matches.
- */
+/** The broker's verdict on a copy it parked, as our headers: putting it back drops its x-death, and the code with it. */
 function brokerVerdict(parked: ParkedMessage): Record<string, string> {
   if (!parked.byBroker) return {};
   return {
@@ -88,12 +80,9 @@ function brokerVerdict(parked: ParkedMessage): Record<string, string> {
 }
 
 /**
- * The routing key upstream published a copy the broker parked with, from its x-death entry (the broker
- * writes no x-original-routing-key), as our parks note theirs: kept, the listing shows it after the
- * broker's x-death is dropped; moved back, intake takes the copy for one moved back from invalid and
- * checks its key as a redelivery (keyCheckOf), so endpoints it reached before its crash loop do not get
- * it again. Not on our own copies the broker parked: published to dispatch by name, each was the
- * webhook's copy of its own (a share, a hand-back), which ends nothing moved back (operating.md).
+ * The routing key of upstream's publish the broker parked, from its x-death entry, as our parks note it:
+ * kept, the listing still shows it; moved back, intake checks it as a redelivery (keyCheckOf), so endpoints
+ * reached before its crash loop do not get it again. Not on our own copies (operating.md).
  */
 function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
   return parked.upstream && parked.originalRoutingKey ? { [HEADERS.originalRoutingKey]: parked.originalRoutingKey } : {};
@@ -101,19 +90,14 @@ function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
 
 export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispatch' | 'events'>) {
   const headers = message.properties.headers ?? {};
-  // The broker itself parks a message that came back from dispatch too many times (delivery-limit),
-  // and one the dispatcher rejected because it could not park it after an unexpected error. Its
-  // x-death entry for dispatch is the broker's (every copy we publish drops x-death, intake parks an
-  // upstream publish that carries one: on 3.10 the broker's park would only count it, keeping its
-  // exchange and time; x-first-death-* may be upstream's: brokerPark), and its verdict is the only one: an x-invalid-* the message
-  // carried is upstream's (ours never reach dispatch), which the broker's park keeps. Its TTL run
-  // out (expired), it has no code.
+  // The broker parks a message returned to dispatch too many times (delivery-limit) and one the dispatcher
+  // rejected after an unexpected error: its verdict is then the only one (an x-invalid-* it carries is
+  // upstream's). Expired (its TTL run out), it has no code.
   const park = brokerPark(headers, names.dispatch);
   const death = park?.reason;
   const limited = death === 'delivery_limit';
   const rejected = death === 'rejected';
   const ours = park === undefined;
-  // Upstream's publish, parked by the broker: any x-original-routing-key it carries is upstream's.
   const upstream = park !== undefined && parkedFromUpstream(park, names.events);
   return {
     code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : null,
@@ -122,7 +106,7 @@ export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispat
       : rejected
         ? 'internal-error: the dispatcher failed unexpectedly on it and could not park it itself (its log says why); rejected, the broker dead-lettered it'
         : ours ? text(headers[HEADERS.invalidReason]) : null,
-    // The broker's time is its x-death entry's (3.10 and 4.x write it), in seconds.
+    // The broker's x-death time is in seconds.
     invalidAt: ours ? text(headers[HEADERS.invalidAt]) : park.time === undefined ? null : new Date(park.time * 1000).toISOString(),
     originalRoutingKey: upstream ? text(park.routingKey) : text(headers[HEADERS.originalRoutingKey]),
     messageId: text(message.properties.messageId),
@@ -136,7 +120,6 @@ function text(value: unknown): string | null {
   return typeof value === 'string' && value.length > 0 ? value : null;
 }
 
-/** For --help: every code a parked message can carry, and how the queue is read. */
 const HELP_AFTER = `
 Codes: ${INVALID_CODES.join(', ')}
 (delivery-limit: parked by the broker itself after too many returns to dispatch).
@@ -144,7 +127,6 @@ Codes: ${INVALID_CODES.join(', ')}
 ${NO_REQUEUE}
 ${EXIT}`;
 
-/** A code that no message can carry would only ever match nothing: say so, with the codes there are. */
 function checkCode(code: string | undefined): string | undefined {
   if (code !== undefined && !(INVALID_CODES as readonly string[]).includes(code)) {
     throw new UsageError(`--code: unknown code "${code}"; the codes are ${INVALID_CODES.join(', ')}`);
@@ -156,7 +138,7 @@ function nothingParked(names: TopologyNames, code: string | undefined): string {
   return code === undefined ? `${names.invalid} is empty` : `no parked message has code ${code}`;
 }
 
-/** The first characters of a body for people; 4 bytes per character at most, so a huge body is not decoded whole. */
+/** The first 200 characters of a body; 4 bytes per character at most, so a huge body is not decoded whole. */
 function bodyPreview(body: Buffer): string {
   return body.subarray(0, 800).toString('utf8').slice(0, 200);
 }
@@ -204,23 +186,15 @@ export function declareInvalid(program: CliCommand): void {
         const shown: ParkedMessage[] = [];
         let matched = 0;
         // The whole queue is passed over even past --limit, so it ends in the order it started in.
-        // Ctrl-C ends it between messages: killed with one in hand, that one went back counted as returned
-        // (a step to a quorum queue's delivery-limit) and, its copy already put back, was in invalid twice.
         const pass = await withBroker(ctx.config, [names.invalid], (broker) =>
           ctx.interruptible((interrupted) =>
-            passOverInvalid(
-              broker,
-              names,
-              (parked) => {
-                if (options.code === undefined || parked.code === options.code) {
-                  matched++;
-                  if (shown.length < options.limit) shown.push(parked);
-                }
-                return 'keep';
-              },
-              newPass(),
-              interrupted,
-            ),
+            passOverInvalid(broker, names, { kept: 0, moved: 0, interrupted: false }, interrupted, (parked) => {
+              if (options.code === undefined || parked.code === options.code) {
+                matched++;
+                if (shown.length < options.limit) shown.push(parked);
+              }
+              return 'keep';
+            }),
           ),
         );
         if (pass.interrupted) {
@@ -257,23 +231,17 @@ export function declareInvalid(program: CliCommand): void {
       async (options, ctx) => {
         const names = topologyNames(ctx.config.TOPOLOGY_PREFIX);
         const matching: ParkedMessage[] = [];
-        const result = newPass();
+        const result: PassResult = { kept: 0, moved: 0, interrupted: false };
         await withBroker(ctx.config, [names.invalid, names.dispatch], (broker) =>
           ctx.interruptible((interrupted) =>
-            passOverInvalid(
-              broker,
-              names,
-              (parked) => {
-                if (options.code !== undefined && parked.code !== options.code) return 'keep';
-                matching.push(parked);
-                return options.dryRun ? 'keep' : 'move';
-              },
-              result,
-              interrupted,
-            ),
+            passOverInvalid(broker, names, result, interrupted, (parked) => {
+              if (options.code !== undefined && parked.code !== options.code) return 'keep';
+              matching.push(parked);
+              return options.dryRun ? 'keep' : 'move';
+            }),
           ),
         ).catch((err: unknown) => {
-          // Each move confirmed before its original was acked: those made stand, and are said.
+          // Each move was confirmed before its original was acked: those made stand.
           if (result.moved === 0) throw err;
           throw new Error(
             `${(err as Error)?.message ?? String(err)}; ${result.moved} message(s) moved to ${names.dispatch} before it stopped; the rest are still in ${names.invalid}: run it again once the cause is gone`,

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Dispatcher, getGlobalDispatcher } from 'undici';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
-import { openCliPostgres } from './broker.js';
+import { withPostgres } from './broker.js';
 import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, formatTable, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
 import { adminApiBase, adminApiRoute, adminToken } from './token.js';
 
@@ -40,13 +40,12 @@ export function declareLog(program: CliCommand): void {
         for (const [option, given] of [['--reference', raw.reference], ['--status', raw.status]] as const) {
           if (raw.webhookId !== undefined && given !== undefined) throw new UsageError(`--webhook-id names one webhook; give it without ${option}`);
         }
-        const limit = parseLimit(raw.limit, 100);
         return {
           ...raw,
           merchant,
           reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
           endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-          limit,
+          limit: parseLimit(raw.limit, 100),
         };
       },
       run,
@@ -87,17 +86,13 @@ function timeline(w: WebhookDetail): string {
 
 type LogOptions = { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean };
 
-/** DATABASE_URL when set; else the running API's admin routes, as beside `npm start`, whose database is in its process. */
+/** DATABASE_URL when set (checked as `failed` checks it); else the running API's admin routes, as beside `npm start`. */
 async function run(options: LogOptions, ctx: CliContext): Promise<number> {
-  // Checked as `failed` and `waits` check it; unset, the API is asked (whose settings are its own).
-  const url = ctx.env.DATABASE_URL?.trim() ? ctx.config.DATABASE_URL : undefined;
-  if (!url) return show(options, ctx, await apiLogSource(ctx));
-  const database = await openCliPostgres(url, { maxConnections: 2, applicationName: 'webhooks-cli log' });
-  try {
-    return await show(options, ctx, deliveryLogQueries(database));
-  } finally {
-    await database.close();
-  }
+  if (!ctx.env.DATABASE_URL?.trim()) return show(options, ctx, await apiLogSource(ctx));
+  const needs = 'log needs DATABASE_URL or the API';
+  return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 2, applicationName: 'webhooks-cli log' }, (database) =>
+    show(options, ctx, deliveryLogQueries(database)),
+  );
 }
 
 async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promise<number> {
@@ -126,8 +121,8 @@ type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listW
 
 type Page = { webhooks: WebhookSummary[]; nextCursor: string | null };
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 // Enough of the API's answers for the table and the timelines to be made of them.
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isSummary = (value: unknown): value is WebhookSummary => isObject(value) && typeof value.webhookId === 'string' && Array.isArray(value.references);
 const isDetail = (value: unknown): value is WebhookDetail => {
   const { records, deliveries } = isSummary(value) ? (value as { records?: unknown; deliveries?: unknown }) : {};
@@ -135,10 +130,7 @@ const isDetail = (value: unknown): value is WebhookDetail => {
 };
 const isPage = (value: unknown): value is Page => isObject(value) && Array.isArray(value.webhooks) && value.webhooks.every(isSummary);
 
-/**
- * A webhook id as one segment of a path. Ids are printable ASCII (intake's rule), so `.` and `..` are ids
- * too: their dots are escaped (%2E, which the API decodes) and the path sent as written.
- */
+/** A webhook id as one path segment: `.` and `..` are ids too, so dots are escaped (%2E, which the API decodes). */
 function pathSegment(id: string): string {
   return encodeURIComponent(id).replaceAll('.', '%2E');
 }
@@ -152,7 +144,7 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   const token = await adminToken(ctx.env);
   let waited = 0;
   const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
-    // The API's URL and query (adminApiRoute) with the route's path as written: a URL would take a segment . or .. (or %2E) for a move up the path.
+    // The route's path as written: a URL would take a segment . or .. (or %2E) for a move up the path.
     const url = adminApiRoute(base, '');
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
     const target = `${url.pathname.replace(/\/+$/, '')}${path}${url.search}`;
@@ -167,8 +159,7 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
               'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
           );
         });
-      // The API's bound on a merchant's reads (LOG_RATE_LIMIT's burst, reads in flight): a reference's timelines are
-      // read one by one, past it; told how long to wait, the command waits, up to a minute in all.
+      // Past the API's bound on a merchant's reads (LOG_RATE_LIMIT), told how long to wait, it waits.
       const wait = res.statusCode === 429 ? Number(res.headers['retry-after'] ?? NaN) * 1000 : NaN;
       if (!(wait >= 0 && waited + wait <= MAX_WAIT_FOR_API_MS)) break;
       await res.body.dump();
@@ -198,12 +189,11 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
     },
     async listWebhookDetails(merchantId, filters) {
       const page = await source.listWebhooks(merchantId, filters);
-      // One at a time: the API lets a merchant's log have 2 reads in flight and 8 waiting, and
-      // answers 429 past them; a reference rarely names more than a few webhooks.
+      // One at a time: the API answers 429 past a merchant's few reads in flight.
       const details: WebhookDetail[] = [];
       for (const w of page.webhooks) {
         const detail = await source.getWebhook(merchantId, w.webhookId);
-        // The list's item is one delivery: its detail shows that delivery (the database's answer does the same).
+        // The list's item is one delivery: its detail shows that delivery, as the database's answer does.
         const delivery = detail && onEndpoint(detail, w.endpointId);
         if (delivery) details.push(delivery);
       }

@@ -8,8 +8,7 @@ function exit(code: number): void {
   process.stdout.write('', () => process.exit(code));
 }
 
-// A reader gone (`| head`, a pager quit) must not cut a command off midway (a publish, a requeue) with a
-// stack trace: what it was asked is finished, the rest of its output dropped, its exit code its own.
+// A reader gone (`| head`) must not cut a command off midway (a publish, a requeue): its output is dropped.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;

@@ -40,7 +40,7 @@ export function declareMerchants(program: CliCommand): void {
     .option('--disabled', 'only endpoints that are off, one a line: why (failing: disabled automatically after ENDPOINT_DISABLE_AFTER; manual) and since when', false)
     .addHelpText('after', `\n${EXIT}`)
     .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
-      // Each endpoint at the rate it is sent at now (lowered by its 429/503 answers), as the admin API shows it.
+      // Each endpoint at the rate it is sent at now, as the admin API shows it.
       const all = await withSettings(ctx, 'read', async (settings, database) => withCurrentRates(database, settings.list()));
       const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
@@ -77,7 +77,6 @@ export function declareMerchants(program: CliCommand): void {
     .addHelpText('after', `\n${EXIT}`)
     .handle(
       (raw: { publicKey?: string }, args) => ({ id: newMerchantId(args), publicKey: raw.publicKey }),
-      // A merchant's own settings; its endpoints are kept (they are written by `merchants endpoints`).
       async (options, ctx) => {
         const result = await withSettings(ctx, 'write', async (settings) => {
           const publicKey = options.publicKey ?? settings.get(options.id)?.publicKey;
@@ -155,7 +154,6 @@ export function declareMerchants(program: CliCommand): void {
         if (!raw.yes) throw new UsageError(`give --yes to delete merchant ${id} and all its data`);
         return { id };
       },
-      // Only DATABASE_URL is needed: the rows go in one transaction.
       async ({ id }, ctx) => {
         const needs = 'merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL';
         const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR));

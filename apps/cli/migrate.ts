@@ -24,13 +24,11 @@ export function declareMigrate(program: CliCommand): void {
 
 async function run(options: { status: boolean }, ctx: CliContext): Promise<number> {
   const needs = "migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)";
-  // No statement timeout: a migration of a large table, or the wait for another machine's run, takes what it takes.
-  // `schema: false`: the one command that runs on a schema other than this release's, which it brings there or reports.
+  // No statement timeout: a migration of a large table, or the wait for another run, takes what it takes.
   const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate', schema: false } as const;
   return withPostgres(ctx.config.DATABASE_URL, needs, settings, async (database) => {
     if (options.status) {
-      // Checked as `migrate` checks before applying anything: a newer schema, or a file changed after it
-      // ran, exits 1 here too, never 0 ("the version needed") nor 3 (which `migrate` would not fix).
+      // Checked as `migrate` checks first: what it refuses exits 1 here too, never 0 nor 3.
       const { version: current, newer } = await appliedSchema(database);
       writeLine(ctx.stdout, `schema version ${current}, this release needs ${REQUIRED_VERSION}`);
       sayNewer(ctx, newer);
@@ -38,9 +36,7 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
       for (const migration of pending) writeLine(ctx.stdout, `pending: ${fileOf(migration)}`);
       return pending.length > 0 ? 3 : 0;
     }
-    // One line, so that a run waiting for another (two release jobs at once) does not look hung.
     const { applied, version, newer } = await migrate(database, MIGRATIONS, { onWait: () => writeLine(ctx.stderr, 'webhooks: waiting for another webhooks migrate on this database to finish') });
-    // An older release's run (a rollback's Job run again) says what it runs beside, not only a version higher than its own.
     sayNewer(ctx, newer);
     for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
     writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
@@ -48,7 +44,7 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
   });
 }
 
-/** A newer release's additive migrations, which declare this release (its programs run beside them): one line each. */
+/** A newer release's migrations that declare this release runs beside them. */
 function sayNewer(ctx: CliContext, newer: readonly AppliedMigration[]): void {
   for (const migration of newer) writeLine(ctx.stdout, `newer: ${fileOf(migration)}, runs with releases from ${migration.runsWithFrom}`);
 }

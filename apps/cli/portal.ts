@@ -30,7 +30,7 @@ export function declarePortal(program: CliCommand): void {
           const unknown = permissions.find((p) => !PERMISSIONS.includes(p));
           if (unknown !== undefined) throw new UsageError(`--permissions takes ${PERMISSIONS.join(', ')} or none, not ${unknown}`);
         }
-        // The API's bounds, checked here so that a lifetime out of them is a usage error (exit 2), not the API's 400 (exit 1).
+        // The API's bounds, so that a lifetime out of them exits 2, not 1 (the API's 400).
         const lifetime = /^\d{1,7}(s|m|h|d)$/.test(raw.expiresIn) ? linkLifetimeMs(raw.expiresIn) : undefined;
         if (lifetime === undefined) throw new UsageError('--expires-in takes a duration from 1s to 7d, such as 30m, 1h or 7d');
         if (raw.api !== undefined && !URL.canParse(raw.api)) throw new UsageError('--api takes a URL such as http://127.0.0.1:8080');
@@ -39,7 +39,6 @@ export function declarePortal(program: CliCommand): void {
       },
       async (options, ctx) => {
         const base = adminApiBase(ctx.env, options.api);
-        // --revoke ends the merchant's sessions and unused links instead of minting one.
         const res = await fetch(adminApiRoute(base, `/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`), {
           method: options.revoke ? 'DELETE' : 'POST',
           headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
@@ -52,7 +51,7 @@ export function declarePortal(program: CliCommand): void {
         const { message, data } = (typeof body === 'object' && body !== null ? body : {}) as { message?: unknown; data?: { url?: unknown; expiresAt?: unknown } | null };
         const said = typeof message === 'string' ? message : undefined;
         if (res.status !== (options.revoke ? 200 : 201)) throw new Error(`the admin API answered ${res.status}: ${said ?? 'no message'}`);
-        // A proxy or another service at that address answers the status without the answer: said, never printed as "undefined".
+        // A proxy or another service at that address: said, never printed as "undefined".
         const notTheApi = (what: string) => new Error(`the admin API answered ${res.status} without ${what}: is ${base} the webhooks API?`);
         if (options.revoke) {
           if (said === undefined) throw notTheApi('its message');

@@ -10,7 +10,7 @@ import { declarePublish } from './publish.js';
 import { declareToken } from './token.js';
 import { declareWaitsList } from './waits-list.js';
 
-/** The `webhooks` command line; subcommands inherit the settings below (output, errors followed by help, no process.exit). */
+/** The `webhooks` command line; subcommands inherit its output, help after errors and no process.exit. */
 export function createProgram(io: CliIo): CliCommand {
   const program = new CliCommand(io, 'webhooks')
     .description('Operator and developer commands for the webhook service, on the queues of TOPOLOGY_PREFIX on RABBITMQ_URL.')
@@ -49,17 +49,13 @@ function withoutSecrets(text: string, urls: string): string {
   return result;
 }
 
-/**
- * Runs one command line (the arguments after `webhooks`) and gives its exit code: 0 done, 1 failed, 2 usage
- * error, 3 nothing matched. main.ts exits with it; the tests run it in their own process.
- */
+/** Runs one command line (the arguments after `webhooks`) and gives its exit code (EXIT); the tests run it in process. */
 export async function runCli(io: CliIo, argv: string[]): Promise<number> {
   try {
     await createProgram(io).parseAsync(argv, { from: 'user' });
     return io.exitCode;
   } catch (err) {
-    // Commander has printed the message and the command's help already; help asked for (--help, `help [command]`:
-    // its exit code 0) is not an error, a group given no command (its exit code 1) is.
+    // Commander has printed the message and the help; help asked for (exit code 0) is no error, a group given no command is.
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof NothingMatchedError) {
       io.stderr.write(`webhooks: ${err.message}\n`);

@@ -60,12 +60,11 @@ async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<
     declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
   });
   await broker.open(CLI_BROKER_DEADLINE_MS);
-  // With OTEL variables, each publish is a span and the event carries its traceparent.
   const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-cli'));
   try {
     const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
     for (const message of messages) {
-      // Named here, as the publisher names them, so that one whose confirm never comes can be named.
+      // Named here, so that one whose confirm never comes can be named.
       const messageId = options.messageId ?? newEventId();
       const result = await publisher.publish(message, { messageId, deadlineMs: CLI_BROKER_DEADLINE_MS }).catch((err: unknown) => {
         if (!(err instanceof PublishUnconfirmedError)) throw err;
@@ -101,8 +100,7 @@ async function readEvent(file: string): Promise<UpstreamMessage> {
     if (typeof value !== 'string' || !isWellFormedReference(value)) {
       throw new UsageError(`not a valid event: data.${field} must be a string of 1 to 200 characters without control characters or a lone surrogate`);
     }
-    // The service would take it, but a resend or `failed list --reference` given the reference as
-    // people write it (trimmed) would never find it.
+    // The service would take it, but a resend given the reference as people write it would never find it.
     if (value !== value.trim()) throw new UsageError(`not a valid event: data.${field} "${value}" has spaces at its start or end; publish it trimmed`);
   }
   if (given.length === 0) throw new UsageError(`not a valid event: a ${event} event needs data.${fields.join(' or data.')}`);

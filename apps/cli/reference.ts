@@ -4,10 +4,7 @@ import type { Command } from 'commander';
 import type { CliIo } from './command.js';
 import { createProgram } from './program.js';
 
-/**
- * docs/cli.md: each command's --help as the CLI prints it, so the reference cannot say what the CLI does
- * not do. `npm run docs:cli` writes it; a test fails when the file is not what this makes.
- */
+/** docs/cli.md: each command's --help as the CLI prints it, so the reference cannot say what the CLI does not do. */
 export function cliReference(): string {
   let captured = '';
   const io: CliIo = {

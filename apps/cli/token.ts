@@ -15,7 +15,6 @@ async function signToken(env: Record<string, string | undefined>, secret: string
   return jwt.sign(new TextEncoder().encode(secret));
 }
 
-/** By default `npm start`'s API, whose development database lives inside its process. */
 export function adminApiBase(env: Record<string, string | undefined>, given?: string): URL {
   const base = given ?? env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.ADMIN_PORT || env.PORT || '8080'}`;
   if (!URL.canParse(base)) throw new UsageError('WEBHOOKS_API_URL is not a URL (e.g. http://127.0.0.1:8080)');
@@ -25,7 +24,7 @@ export function adminApiBase(env: Record<string, string | undefined>, given?: st
   return url;
 }
 
-/** A route of the admin API under its URL's path (an API behind an ingress at https://ops.example/webhooks), with its query. */
+/** A route of the admin API under its URL's path (an API behind an ingress), with its query. */
 export const adminApiRoute = (base: URL, route: string): URL => new URL(`${base.origin}${base.pathname.replace(/\/+$/, '')}${route}${base.search}`);
 
 /** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */

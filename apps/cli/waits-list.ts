@@ -43,15 +43,14 @@ export function declareWaitsList(program: CliCommand): void {
         const shown = rows.slice(0, limit).map((r) => ({
           dueAt: new Date(r.due_at).toISOString(),
           merchantId: r.merchant_id,
-          // null: a wait written before endpoints (its row's endpoint '').
+          // '': a wait written before endpoints.
           endpointId: r.endpoint_id === '' ? null : r.endpoint_id,
           webhookId: r.webhook_id,
           attempts: r.attempt,
           reason: r.reason,
           handedUntil: r.handed_until ? new Date(r.handed_until).toISOString() : null,
-          // Parked behind its endpoint's open circuit: not overdue whatever its due time, it waits for the endpoint.
+          // Neither is overdue whatever its due time: behind an open circuit; taken past WAIT_TAKE_LIMIT, its copy in invalid.
           parked: r.parked,
-          // Out of the pick for good (taken past WAIT_TAKE_LIMIT): its copy is in invalid as wait-not-ended, not overdue.
           spent: r.spent,
         }));
         printListing(ctx, json, shown, 'no webhook is waiting', () =>
