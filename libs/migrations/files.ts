@@ -7,20 +7,13 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
-  /** checksumOf the file: a file changed after it ran is refused (a change is a new file). */
+  /** A file changed after it ran is refused (a change is a new file). */
   checksum: string;
-  /**
-   * Its `-- runs with releases from: NNNN` line: the oldest schema version whose programs still work
-   * on the schema with it applied (an additive migration). Undefined: only releases that know it.
-   * `migrate` records it in schema_migrations, where an older program reads it (gate.ts).
-   */
+  /** Its `-- runs with releases from: NNNN` line: the oldest schema version whose programs work with it applied. */
   runsWithFrom?: number;
 }
 
-/**
- * tsc does not copy .sql files to dist/: the built module reads the package's libs/migrations/sql
- * (docker/Dockerfile copies it into the image), the source module (tests) the one beside it.
- */
+/** tsc does not copy .sql files to dist/: the built module reads the package's libs/migrations/sql. */
 export const SQL_DIR = [new URL('./sql/', import.meta.url), new URL('../../../libs/migrations/sql/', import.meta.url)]
   .map((url) => fileURLToPath(url))
   .find((dir) => existsSync(dir))!;
@@ -31,28 +24,17 @@ const DECLARATION = /^-- runs with releases from: (\d{4})$/;
 const LOOKS_DECLARED = /^\s*--\s*runs?\s+with\b/i;
 export const DECLARATION_SYNTAX = '-- runs with releases from: NNNN';
 
-/**
- * A UTF-8 byte order mark, which some Windows editors put first in a file they save: PostgreSQL
- * reads it as part of the first word ('syntax error at or near "\uFEFF"'), so it is no part of the SQL.
- */
+/** A UTF-8 byte order mark (some Windows editors write one) is no part of the SQL: PostgreSQL would read it as a word. */
 function withoutBom(text: string): string {
   return text.startsWith('\uFEFF') ? text.slice(1) : text;
 }
 
-/**
- * sha256 of the text with CRLF read as LF and without a leading BOM: a checkout with CRLF endings
- * (Windows core.autocrlf, an editor) or saved with a BOM is the same migration. An LF file's
- * checksum is its bytes', as the ledger has always held.
- */
+/** sha256 of the text with CRLF read as LF and without a BOM: a checkout with CRLF endings is the same migration. */
 export function checksumOf(sql: string): string {
   return createHash('sha256').update(withoutBom(sql).replace(/\r\n/g, '\n')).digest('hex');
 }
 
-/**
- * The declaration in the file's opening comment (its lines before the first statement), read
- * strictly: a line that looks like one but is malformed, a second one, one below the opening comment
- * or one not older than the file itself stops the load of the migrations, naming the file.
- */
+/** The declaration in the file's opening comment, read strictly: a malformed, second, misplaced or too new one throws. */
 function runsWithFromOf(file: string, version: number, sql: string): number | undefined {
   const refuse = (why: string) => new Error(`migration ${file}: ${why}; write "${DECLARATION_SYNTAX}" in its opening comment (the oldest schema version whose programs run on the schema with it), or nothing if only releases that know it may run`);
   let found: number | undefined;
@@ -71,7 +53,6 @@ function runsWithFromOf(file: string, version: number, sql: string): number | un
   return found;
 }
 
-/** A migration from its file's name and text: checksum and declaration (which throws when malformed). */
 export function migrationOf(file: string, sql: string): Migration {
   const match = FILE_NAME.exec(file);
   if (!match) throw new Error(`migration file name ${file} is not NNNN_name.sql`);
@@ -92,7 +73,6 @@ export function readMigrations(dir: string): Migration[] {
   return migrations;
 }
 
-/** The migrations this release ships. */
 export const MIGRATIONS: readonly Migration[] = readMigrations(SQL_DIR);
 
 /** The schema version this release's programs need: the highest migration shipped. */

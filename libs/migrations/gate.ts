@@ -24,37 +24,30 @@ export interface SchemaGateOptions {
 
 /**
  * Waits up to SCHEMA_WAIT_MS for the database to hold REQUIRED_VERSION (`webhooks migrate` not run
- * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once
- * (an older program must not write to tables a newer release reshaped), unless each newer migration
- * declares that this release runs with it: then it says once which ones it runs beside.
+ * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once,
+ * unless each newer migration declares that this release runs with it (checkSchema).
  */
 export async function awaitSchema(db: Queryable, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const giveUpAt = Date.now() + SCHEMA_WAIT_MS;
   let told: SchemaWaitState['waiting'];
   let beside: AppliedMigration[];
   for (;;) {
-    let problem: Error;
-    let waiting: SchemaWaitState['waiting'];
     try {
       beside = await checkSchema(db);
       break;
     } catch (err) {
-      if (err instanceof SchemaBehindError) {
-        problem = err;
-        waiting = 'schema';
-        if (told !== waiting) logger.warn('database schema is older than this program needs; waiting for it to be migrated', { current: err.current, needed: REQUIRED_VERSION, run: MIGRATE_COMMAND });
-      } else {
-        if (err instanceof SchemaTooNewError) throw err;
-        // PostgreSQL answered but refused the look (no such database or role, a wrong password): not waited for.
-        if (!isTransient(err)) throw new Error(`cannot read the database schema version: ${(err as Error)?.message ?? String(err)} (DATABASE_URL)`, { cause: err });
-        problem = new SchemaUnknownError(err);
-        waiting = 'database';
-        if (told !== waiting) logger.warn('database unreachable at start-up; waiting for it', { error: (err as Error).message });
-      }
+      if (err instanceof SchemaTooNewError) throw err;
+      const behind = err instanceof SchemaBehindError;
+      // PostgreSQL answered but refused the look (no such database or role, a wrong password): not waited for.
+      if (!behind && !isTransient(err)) throw new Error(`cannot read the database schema version: ${(err as Error)?.message ?? String(err)} (DATABASE_URL)`, { cause: err });
+      const problem = behind ? err : new SchemaUnknownError(err);
+      const waiting = behind ? 'schema' : 'database';
+      if (told !== waiting && behind) logger.warn('database schema is older than this program needs; waiting for it to be migrated', { current: err.current, needed: REQUIRED_VERSION, run: MIGRATE_COMMAND });
+      if (told !== waiting && !behind) logger.warn('database unreachable at start-up; waiting for it', { error: (err as Error).message });
+      told = waiting;
+      options.onState?.({ waiting, detail: problem.message });
+      if (Date.now() >= giveUpAt) throw problem;
     }
-    told = waiting;
-    options.onState?.({ waiting, detail: problem.message });
-    if (Date.now() >= giveUpAt) throw problem;
     // Rejects at once on the signal (Ctrl-C during start-up); not unref'd: it keeps the program alive.
     await sleep(Math.min(SCHEMA_CHECK_INTERVAL_MS, Math.max(0, giveUpAt - Date.now())), undefined, { signal: options.signal });
   }
@@ -68,11 +61,7 @@ export async function awaitSchema(db: Queryable, logger: Logger, options: Schema
   } else if (told) logger.info('database schema is the version this program needs', { version: REQUIRED_VERSION });
 }
 
-/**
- * One look: throws SchemaBehindError, or SchemaTooNewError naming the first newer migration that does
- * not declare REQUIRED_VERSION or older (`-- runs with releases from:`), unless the database holds
- * REQUIRED_VERSION. Returns the newer migrations it runs beside ([] at REQUIRED_VERSION).
- */
+/** One look: throws SchemaBehindError or SchemaTooNewError (besideNewer); returns the newer migrations it runs beside. */
 export async function checkSchema(db: Queryable): Promise<AppliedMigration[]> {
   const current = await currentVersion(db);
   if (current < REQUIRED_VERSION) throw new SchemaBehindError(current, REQUIRED_VERSION);

@@ -6,13 +6,12 @@ import { fileOf, SchemaTooNewError } from './errors.js';
 const LOCK = 'webhooks-schema-migrations';
 
 /**
- * How long a migration's statement waits for a table's lock. While it waits, every query of the
- * programs on that table queues behind it, and a pg_dump or a transaction left open holds its lock
- * for hours: past this, the migration is rolled back and `migrate` exits 1, to be run again.
+ * How long a migration's statement waits for a table's lock: while it waits, the programs' queries on
+ * that table queue behind it, and a pg_dump can hold the lock for hours. Past it, `migrate` exits 1.
  */
-export const MIGRATION_LOCK_WAIT = '5s';
+const MIGRATION_LOCK_WAIT = '5s';
 
-/** What ran: the one table made outside a numbered file, since it records them. */
+/** The one table made outside a numbered file, since it records them. */
 const LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
   version integer PRIMARY KEY,
   name text NOT NULL,
@@ -28,13 +27,10 @@ export async function currentVersion(db: Queryable): Promise<number> {
   return Number(max.rows[0]?.version ?? 0);
 }
 
-/** A migration the database holds, as schema_migrations records it (runs_with_from: migration 0025's column, NULL when undeclared). */
+/** A migration as schema_migrations records it (runsWithFrom: NULL when undeclared). */
 export type AppliedMigration = Pick<Migration, 'version' | 'name' | 'checksum'> & { runsWithFrom: number | null };
 
-/**
- * Read through to_jsonb, not by name: a ledger written before 0025 (or by the lists the tests build)
- * has no such column, which reads as NULL, a migration declaring nothing.
- */
+/** runs_with_from through to_jsonb: a ledger written before 0025 has no such column, which reads as NULL. */
 const APPLIED = `SELECT version, name, checksum, (to_jsonb(m) ->> 'runs_with_from')::integer AS "runsWithFrom"
   FROM schema_migrations m WHERE version > $1 ORDER BY version`;
 
@@ -42,11 +38,7 @@ export async function appliedAfter(db: Queryable, version: number): Promise<Appl
   return (await db.query<AppliedMigration>(APPLIED, [version])).rows;
 }
 
-/**
- * The migrations past `known` that a program or `migrate` of this release runs beside: each must
- * declare (runs_with_from) `known` or older, else SchemaTooNewError names the first that does not.
- * `rows` in version order; none past `known`: [].
- */
+/** The migrations past `known` (`rows` in version order): each must declare `known` or older, else SchemaTooNewError. */
 export function besideNewer(rows: readonly AppliedMigration[], known: number): AppliedMigration[] {
   const newer = rows.filter((row) => row.version > known);
   const refusing = newer.find((row) => row.runsWithFrom === null || row.runsWithFrom > known);
@@ -54,47 +46,35 @@ export function besideNewer(rows: readonly AppliedMigration[], known: number): A
   return newer;
 }
 
-/**
- * What `migrate` refuses before it applies anything: a version no file here knows that does not
- * declare this release (besideNewer), or a file changed after it ran. Returns the newer ones it runs beside.
- */
+/** Refuses an unknown version that does not declare this release, or a file changed after it ran; returns besideNewer. */
 function checkApplied(rows: readonly AppliedMigration[], migrations: readonly Migration[]): AppliedMigration[] {
   const highest = migrations.at(-1)?.version ?? 0;
   const known = new Map(migrations.map((m) => [m.version, m]));
   for (const row of rows) {
     const migration = known.get(row.version);
-    // A version below this release's highest that it does not know (not one of its files): never run beside.
+    // An unknown version below this release's highest is never run beside.
     if (!migration && row.version < highest) throw new SchemaTooNewError(rows.at(-1)!.version, highest, { ...row, runsWithFrom: null });
     if (migration && migration.checksum !== row.checksum) throw new Error(`migration ${fileOf(migration)} was changed after it ran (its checksum differs): restore the released file; a change to the schema is a new migration`);
   }
   return besideNewer(rows, highest);
 }
 
-/**
- * The version the database holds and the newer migrations this release runs beside, after the
- * checks `migrate` makes first (it throws as `migrate` would): for `migrate --status`, which must not
- * call ready a schema that `migrate` refuses. Reads only: no lock taken, no ledger made.
- */
+/** For `migrate --status`: the version held and the newer migrations run beside, after `migrate`'s checks; reads only. */
 export async function appliedSchema(db: Queryable): Promise<{ version: number; newer: AppliedMigration[] }> {
   const current = await currentVersion(db);
   if (current === 0) return { version: 0, newer: [] };
   return { version: current, newer: checkApplied(await appliedAfter(db, 0), MIGRATIONS) };
 }
 
-/**
- * What PostgreSQL's words alone do not say ("permission denied for table schema_migrations", "must be
- * owner of table …", "cannot execute CREATE TABLE in a read-only transaction"): the role `migrate`
- * runs as, or, on a read-only server or session, that it is the wrong place.
- */
+/** What PostgreSQL's "permission denied" or "read-only transaction" does not say: the role or the place `migrate` needs. */
 function whatItNeeds(err: unknown): string {
   if (isReadOnly(err)) return '(DATABASE_URL names a read-only server or session: a standby, or default_transaction_read_only on its role; webhooks migrate runs on the primary)';
   return "(webhooks migrate runs as the owner of DATABASE_URL's database)";
 }
 
 /**
- * Takes LOCK (held by the session past this transaction), waiting however long another run takes:
- * lock_timeout 0 here, since a role's or a database's lock_timeout (a DBA's ALTER ... SET) would
- * cut that wait short. `onWait` once, when another run holds it.
+ * Takes LOCK for the session, waiting however long another run takes (lock_timeout 0: a role's own would
+ * cut that wait short). `onWait` once, when another run holds it.
  */
 async function takeLock(session: Session, onWait?: () => void): Promise<void> {
   await session.transaction(async (tx) => {
@@ -107,10 +87,8 @@ async function takeLock(session: Session, onWait?: () => void): Promise<void> {
 }
 
 /**
- * Applies the migrations not applied yet, each in its own transaction, under an advisory lock. A
- * file changed after it ran, or a version no file here knows, stops it before anything runs;
- * `newer`: a newer release's migrations it ran beside (each declares this release), applying nothing past them.
- * `onWait`: called once when another run holds the lock and this one starts waiting for it.
+ * Applies the migrations not applied yet, each in its own transaction, under an advisory lock, after
+ * checkApplied; `newer`: a newer release's migrations it ran beside. `onWait`: as takeLock's.
  */
 export async function migrate(
   db: Pick<Database, 'session'>,
@@ -135,10 +113,9 @@ export async function migrate(
         if (done.has(migration.version)) continue;
         await session.query('BEGIN');
         try {
-          // LOCAL: this migration's statements only (takeLock waits for another run however long it takes).
           await session.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_WAIT}'`);
           await session.exec(migration.sql);
-          // runs_with_from named only when declared: the files before 0025, which made the column, declare nothing.
+          // runs_with_from named only when declared: before 0025 there is no such column.
           if (migration.runsWithFrom === undefined) await session.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [migration.version, migration.name, migration.checksum]);
           else await session.query('INSERT INTO schema_migrations (version, name, checksum, runs_with_from) VALUES ($1, $2, $3, $4)', [migration.version, migration.name, migration.checksum, migration.runsWithFrom]);
           await session.query('COMMIT');
