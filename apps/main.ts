@@ -16,7 +16,7 @@ import { startDispatcher } from './dispatcher/program.js';
 import { openDevDatabase, PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
-/** The dispatcher's settings lead (the log level, one SDK's tracing); the API stops first, then the dispatcher: each within its own SHUTDOWN_TIMEOUT. */
+/** The dispatcher's settings lead (the log level, tracing); the stop takes the API's SHUTDOWN_TIMEOUT and the dispatcher's. */
 function loadConfig(env: Record<string, string | undefined>) {
   const dispatcher = loadDispatcherConfig(env);
   // One process: METRICS_PORT is the dispatcher's; the API keeps /metrics on PORT.
@@ -40,14 +40,14 @@ await runProgram(process.env, 'webhooks', loadConfig, async ({ dispatcher: dispa
     }
     if (dispatcherConfig.WEBHOOKS_DEV) {
       logger.warn('development defaults: demo merchants, a development token secret and secrets key', { merchantsFile: DEV_MERCHANTS_FILE });
-      const demo = readMerchantsFile(DEV_MERCHANTS_FILE).find((merchant) => merchant.id === 'm_demo');
-      // Its two endpoints (every event; payouts only) are paths of this receiver, each verified with its own secret.
-      const secretsByPath = Object.fromEntries(demo!.endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
-      const receiver = createDemoReceiver({ secret: demo!.endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
-      // Where its endpoints point (4400 in config/merchants.dev.json): a test's copy of the file names a free port.
-      receiver.listen(Number(new URL(demo!.endpoints[0]!.url).port), '127.0.0.1');
+      const { endpoints } = readMerchantsFile(DEV_MERCHANTS_FILE).find((merchant) => merchant.id === 'm_demo')!;
+      // Its endpoints are paths of this receiver, each verified with its own secret.
+      const secretsByPath = Object.fromEntries(endpoints.map((endpoint) => [new URL(endpoint.url).pathname, endpoint.secret]));
+      const receiver = createDemoReceiver({ secret: endpoints[0]!.secret, secretsByPath, logger: logger.child({ service: 'demo-merchant' }) });
+      // Where its endpoints point: a test's copy of the file names a free port.
+      receiver.listen(Number(new URL(endpoints[0]!.url).port), '127.0.0.1');
       await once(receiver, 'listening');
-      logger.info('demo merchant receiver listening', { urls: demo!.endpoints.map((endpoint) => endpoint.url) });
+      logger.info('demo merchant receiver listening', { urls: endpoints.map((endpoint) => endpoint.url) });
       running.push({ stop: () => new Promise((resolve) => receiver.close(() => resolve())) });
     }
     running.unshift(await startDispatcher(dispatcherConfig, logger.child({ service: 'dispatcher' }), { signal, database }));

@@ -169,10 +169,15 @@ export function parseWindow(raw: { since?: string; until?: string }, now: Date):
   return { since, until };
 }
 
-export function parseLimit(text: string, max = 1_000_000): number {
+/** A whole number from 1 to `max`, else the usage error `refused`. */
+export function wholeNumber(text: string, max: number, refused: string): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) throw new UsageError(`--limit takes a whole number from 1 to ${max}`);
+  if (!/^\d+$/.test(text.trim()) || n < 1 || n > max) throw new UsageError(refused);
   return n;
+}
+
+export function parseLimit(text: string, max = 1_000_000): number {
+  return wholeNumber(text, max, `--limit takes a whole number from 1 to ${max}`);
 }
 
 /** The rule of the resend API: a reference it can look up, given exactly as it was published. */

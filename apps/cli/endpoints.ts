@@ -3,7 +3,7 @@ import { parseDuration } from '../../libs/config/index.js';
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT, withEndpointRates } from '../../libs/merchants/index.js';
-import { CliCommand, type CliContext, EXIT, formatTable, UsageError, writeLine } from './command.js';
+import { CliCommand, type CliContext, EXIT, formatTable, UsageError, wholeNumber, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
 export function endpointTable(views: EndpointView[]): string {
@@ -24,11 +24,7 @@ export function endpointTable(views: EndpointView[]): string {
 }
 
 function maxPerSecondOf(raw: string): number {
-  const n = Number(raw);
-  if (!(/^\d+$/.test(raw.trim()) && n >= 1 && n <= MAX_PER_SECOND_LIMIT)) {
-    throw new UsageError(`--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw}`);
-  }
-  return n;
+  return wholeNumber(raw, MAX_PER_SECOND_LIMIT, `--max-per-second takes a whole number from 1 to ${MAX_PER_SECOND_LIMIT}; not ${raw}`);
 }
 
 function endpointId(args: string[]): string {

@@ -7,7 +7,7 @@ import { EventPublisher, newEventId } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { startTracing } from '../../libs/tracing/index.js';
 import { CLI_BROKER_DEADLINE_MS } from './broker.js';
-import { CliCommand, type CliContext, EXIT, UsageError, writeLine } from './command.js';
+import { CliCommand, type CliContext, EXIT, UsageError, wholeNumber, writeLine } from './command.js';
 
 export function declarePublish(program: CliCommand): void {
   program
@@ -34,8 +34,7 @@ export function declarePublish(program: CliCommand): void {
 }
 
 function check(raw: { sample?: string; merchant?: string; file?: string; messageId?: string; count: string }) {
-  const count = Number(raw.count);
-  if (!/^\d+$/.test(raw.count.trim()) || count < 1 || count > 100_000) throw new UsageError('--count takes a whole number from 1 to 100000');
+  const count = wholeNumber(raw.count, 100_000, '--count takes a whole number from 1 to 100000');
   if (raw.messageId !== undefined) {
     if (!isWellFormedWebhookId(raw.messageId)) throw new UsageError(`--message-id must be ${WEBHOOK_ID_RULE}; not "${raw.messageId}"`);
     if (count > 1 || raw.sample === 'all') throw new UsageError('--message-id publishes a single event');

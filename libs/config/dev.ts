@@ -1,8 +1,6 @@
 /**
- * Development mode is switched on explicitly, with WEBHOOKS_DEV=true (`npm start` sets it), never
- * inferred from NODE_ENV (which libraries and images set for their own reasons). It brings an
- * embedded database, the development merchants, development keys and webhooks to loopback, so
- * that a fresh clone works.
+ * Development mode (a fresh clone works) is switched on with WEBHOOKS_DEV=true, never inferred from
+ * NODE_ENV, which libraries and images set for their own reasons.
  */
 import { TRUE_VALUES } from './env.js';
 import { DEV_SECRETS_KEY } from './merchants.js';
@@ -10,7 +8,7 @@ import { DEV_SECRETS_KEY } from './merchants.js';
 export const DEV_MERCHANTS_FILE = 'config/merchants.dev.json';
 export const DEV_JWT_SECRET = 'dev-only-jwt-secret-never-use-in-production-0123456789';
 
-export function isDevMode(env: Record<string, string | undefined>): boolean {
+function isDevMode(env: Record<string, string | undefined>): boolean {
   return TRUE_VALUES.includes((env.WEBHOOKS_DEV ?? '').trim().toLowerCase());
 }
 

@@ -9,9 +9,5 @@ export function parseDuration(text: string): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
-/**
- * The longest duration a variable takes, 100 years: a time computed from a much longer one falls
- * out of what an ISO date and PostgreSQL hold (999999d before now is the year -711), and the
- * statement that uses it fails every time (the recorder then never took the lead).
- */
+/** The longest duration a variable takes, 100 years: a time computed from a longer one may not fit an ISO date or PostgreSQL. */
 export const LONGEST_DURATION = '36500d';

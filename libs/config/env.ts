@@ -6,11 +6,7 @@ import { NamedError } from '../runtime/named-error.js';
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
 
-/**
- * The longest SHUTDOWN_TIMEOUT: it becomes timers (the drain's, the stop's backstop, npm start's
- * sum of two), and Node fires a timer past 2^31 - 1 ms (24.8 days) at once, which would turn a
- * long grace into an exit 1 the moment SIGTERM comes, in-flight webhooks abandoned and sent again.
- */
+/** The longest SHUTDOWN_TIMEOUT: it becomes timers (npm start's the sum of two), and Node fires one past 24.8 days at once. */
 export const SHUTDOWN_TIMEOUT_MAX = '1d';
 
 /** Records `message` as the variable's problem; what the transform returns then is never used. */
@@ -54,13 +50,13 @@ export const envFields = {
       if ('problem' in result) return refuse(ctx, result.problem);
       return result.delays;
     }),
-  /** `max`: the longest allowed, e.g. `1d` for a duration that becomes a timer (Node fires one past 2^31 - 1 ms at once). */
+  /** `max`: the longest allowed, e.g. `1d` for a duration that becomes a timer. */
   durationMs: (fallback: string, max = LONGEST_DURATION) =>
     z
       .string()
       .default(fallback)
       .transform((text, ctx) => durationWithin(text, ctx, '(use e.g. 500ms, 10s, 1m)', max)),
-  /** A duration (5d, 12h), or `0` for never (the feature off): in milliseconds, 0 for never. */
+  /** A duration (5d, 12h) in milliseconds, or `0` for never (the feature off). */
   durationOrNeverMs: (fallback: string) =>
     z
       .string()

@@ -23,10 +23,7 @@ export const merchantStoreFields = {
   SECRETS_KEY_PREVIOUS: secretsKey.optional(),
 };
 
-/**
- * Outside development mode, merchants in the database need DATABASE_URL and SECRETS_KEY, and never
- * the development key; `webhooks merchants import` or the admin API fills the table.
- */
+/** Outside development mode, merchants need DATABASE_URL and SECRETS_KEY, and never the development key. */
 export function requireMerchantStore(
   env: { DATABASE_URL?: string; SECRETS_KEY?: Buffer; WEBHOOKS_DEV?: boolean },
   ctx: z.RefinementCtx,

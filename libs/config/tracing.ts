@@ -2,11 +2,7 @@ import { z } from 'zod';
 import { envFields, refuse } from './env.js';
 import { MAX_TIMER_MS } from '../runtime/timers.js';
 
-/**
- * The standard OpenTelemetry variables a program reads (DESIGN.md "Tracing"), checked at start-up
- * like every other variable. Tracing is on only when an OTLP endpoint is given. The SDK's exporter
- * reads OTEL_EXPORTER_OTLP_HEADERS and its timeouts itself.
- */
+// The standard OpenTelemetry variables (DESIGN.md "Tracing"); the SDK's exporter reads OTEL_EXPORTER_OTLP_HEADERS itself.
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 
@@ -29,7 +25,7 @@ const count = (fallback: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform((v) => (v === undefined ? fallback : Number(v)));
 
 export const tracingFields = {
-  // The shared parser: a typo ("ture") stops start-up, where it was taken as false and tracing stayed on.
+  // The shared parser: a typo ("ture") stops start-up.
   OTEL_SDK_DISABLED: envFields.boolean(false),
   OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { error: 'must be otlp or none' }).optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
@@ -42,11 +38,10 @@ export const tracingFields = {
     .string()
     .optional()
     .refine((v) => v === undefined || (/^\s*(0|1|0?\.\d+|1\.0*)\s*$/.test(v) && Number(v) >= 0 && Number(v) <= 1), 'must be a ratio from 0 to 1'),
-  // Spans waiting to be exported, at most (the rest are dropped and counted: a collector down
-  // must not grow the heap); per request, at most; and how long a span may wait for more.
+  // Bounded, so that a collector down does not grow the heap (the rest are dropped and counted).
   OTEL_BSP_MAX_QUEUE_SIZE: count(16_384),
   OTEL_BSP_MAX_EXPORT_BATCH_SIZE: count(2_048),
-  // Milliseconds, each a timer's: past MAX_TIMER_MS it would fire at once (a batch per span, an export abandoned as it starts).
+  // Milliseconds, each a timer's: past MAX_TIMER_MS it would fire at once.
   OTEL_BSP_SCHEDULE_DELAY: count(500, MAX_TIMER_MS),
   OTEL_BSP_EXPORT_TIMEOUT: count(30_000, MAX_TIMER_MS),
   OTEL_RESOURCE_ATTRIBUTES: z
@@ -78,7 +73,7 @@ export type TracingConfig = z.infer<z.ZodObject<typeof tracingFields>>;
 /** What libs/tracing needs to start the SDK. `exportTimeoutMs`: how long one export may take (unset, the SDK's 10 s); tests shorten it. */
 export type TracingSettings = NonNullable<ReturnType<typeof tracingSettingsOf>> & { exportTimeoutMs?: number };
 
-/** The tracing settings of a program, or undefined when no exporter is configured (tracing off). */
+/** The tracing settings of a program, or undefined when no OTLP endpoint is given (tracing off). */
 export function tracingSettingsOf(config: TracingConfig, defaultServiceName: string) {
   if (config.OTEL_SDK_DISABLED || config.OTEL_TRACES_EXPORTER === 'none') return undefined;
   const url =

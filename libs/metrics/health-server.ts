@@ -13,8 +13,7 @@ export async function startHealthServer(options: {
   /** Why, when there is more to say (the schema version, and the command to run). */
   detail?: () => string | undefined;
 }) {
-  // From the stop's first moment: what a load balancer or an orchestrator asks is whether to send
-  // more, and a program draining takes nothing new, however connected it still is.
+  // Not ready from the stop's first moment: a program draining takes nothing new.
   let stopping = false;
   const server = createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405, { allow: 'GET' }).end();

@@ -66,7 +66,7 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   const failed = zeroedCounter(registry, METRIC_NAMES.failed, 'Webhooks that went to the failed stream, by reason', 'reason', Object.values(FAILED_REASONS));
   const testOutcomes = ['delivered', 'failed', 'deferred', 'circuit_open', 'skipped'];
   const tests = zeroedCounter(registry, METRIC_NAMES.testDeliveries, 'Test events (sent from the portal) by outcome; also in webhooks_deliveries_total', 'outcome', testOutcomes);
-  // Each label set's series found once (outcome → event, result → event), then updated in place.
+  // Each label set's series found once, then updated in place.
   const outcomes = new Map<string, Map<string, CounterSeries>>();
   const durations = { success: new Map<string, (seconds: number) => void>(), failure: new Map<string, (seconds: number) => void>() };
   const success = attemptsSeries.series({ result: 'success' });
@@ -92,15 +92,13 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   };
 }
 
-/** How long a scrape waits for what it asks PostgreSQL or RabbitMQ (the waits' count, the queues' depths) before it shows it unknown: well within Prometheus's 10 s scrape timeout. */
-export const SCRAPE_ASK_DEADLINE_MS = 3_000;
+/** How long a scrape waits for PostgreSQL or RabbitMQ before it shows the value unknown: within Prometheus's 10 s timeout. */
+const SCRAPE_ASK_DEADLINE_MS = 3_000;
 
 /**
- * `ask` for the scrapes: one at a time whatever the scrapes (an answer serves those of the next
- * second), and `unknown` for a scrape it has not answered within SCRAPE_ASK_DEADLINE_MS or refused.
- * A dependency silent, not refusing (a partition: PostgreSQL's connection dropped only after 20 s,
- * RabbitMQ's at its second missed heartbeat, 30 s), held the scrape past Prometheus's timeout, and
- * every series of the program went missing.
+ * `ask` for the scrapes: one at a time (an answer serves those of the next second), and `unknown` for
+ * a scrape it has not answered within SCRAPE_ASK_DEADLINE_MS: a silent dependency must not hold the
+ * scrape past Prometheus's timeout, which loses every series of the program.
  */
 export function askedPerScrape<T>(ask: () => Promise<T>, unknown: T): () => Promise<T> {
   let asking: Promise<T> | undefined;
@@ -110,11 +108,7 @@ export function askedPerScrape<T>(ask: () => Promise<T>, unknown: T): () => Prom
   };
 }
 
-/**
- * The waits' two gauges, from one count per scrape. While the count cannot be taken (PostgreSQL does
- * not answer) both are NaN, unknown: the last count kept showed 0 overdue while nothing was handed
- * back, or an old number (the alert WebhooksWaitsOverdue reads NaN as its own case).
- */
+/** The waits' two gauges, from one count per scrape; NaN while it cannot be taken (WebhooksWaitsOverdue alerts on it). */
 export function waitMetrics(registry: Registry, count: () => Promise<{ waiting: number; overdue: number }>): void {
   const census = askedPerScrape(count, { waiting: NaN, overdue: NaN });
   gaugeFrom(registry, METRIC_NAMES.waiting, 'Webhooks waiting for their next attempt (rows of webhook_waits)', async () => (await census()).waiting);

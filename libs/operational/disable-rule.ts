@@ -13,10 +13,8 @@ export function shouldRecordFailing(localSince: number, now: number, afterMs: nu
 }
 
 /**
- * An endpoint's failing clock as the directory holds it, at a failed attempt `now`: `stale` when
- * no failure was recorded for two tenths of ENDPOINT_DISABLE_AFTER (no traffic, or the dispatchers
- * were down: a new clock starts; a dead endpoint's retries come well within it), `due` to disable,
- * `refresh` when its last recorded failure is a tenth old (record this one).
+ * An endpoint's failing clock at a failed attempt `now`: `stale` when no failure was recorded for two tenths
+ * of ENDPOINT_DISABLE_AFTER (a new clock starts), `due` to disable, `refresh` when its last failure is a tenth old.
  */
 export function clockState(failingSince: number | undefined, lastFailureAt: number | undefined, now: number, afterMs: number): 'none' | 'stale' | 'due' | 'refresh' | 'running' {
   if (failingSince === undefined || !Number.isFinite(failingSince)) return 'none';

@@ -1,16 +1,6 @@
-export {
-  attemptEvent,
-  type AttemptFacts,
-  disabledEvent,
-  enabledEvent,
-  secretRotatedEvent,
-  updatedEvent,
-  FAILING_ATTEMPT,
-  type IdentifiedEvent,
-  OPERATIONAL_EVENT_TYPES,
-  type OperationalEvent,
-  type OperationalEventType,
-} from './events.js';
+export { attemptEvent, type AttemptFacts, disabledEvent, enabledEvent, FAILING_ATTEMPT } from './events.js';
+export { type IdentifiedEvent, OPERATIONAL_EVENT_TYPES, type OperationalEvent, type OperationalEventType } from './events.js';
+export { secretRotatedEvent, updatedEvent } from './events.js';
 export { clockState, shouldDisable, shouldRecordFailing } from './disable-rule.js';
 export { IntervalFolder } from './folder.js';
 export { OperationalPublisher } from './publisher.js';

@@ -17,18 +17,13 @@ export class OperationalPublisher {
     private readonly options: {
       /** Waits between tries of a publish the broker did not confirm; after the last it is logged and dropped. */
       backoffMs?: readonly number[];
-      /** Called once per event the broker confirmed (routed or not), for webhooks_operational_events_total. */
+      /** Called once per event the broker confirmed (routed or not). */
       onPublished?: (type: OperationalEventType) => void;
-      /**
-       * The longest publish() takes, its tries and waits together. For a program that answers after
-       * it (the API, the CLI): each try waits up to 10 s for a broker that is away, and unbounded
-       * the tries held a committed endpoint write unanswered for over a minute.
-       */
+      /** The longest publish() takes, tries and waits together, for a program that answers after it (the API, the CLI). */
       deadlineMs?: number;
       /**
-       * A dispatcher with OPERATIONAL_WEBHOOK_URL: every event is routed, by its binding to dispatch.
-       * One routed nowhere lost that binding with an exchange an operator deleted and another
-       * program (the API, the CLI, which do not bind it) declared again: declared again, and published once more.
+       * A dispatcher with OPERATIONAL_WEBHOOK_URL, whose binding to dispatch routes every event: one routed
+       * nowhere lost that binding (the exchange deleted, declared again elsewhere), so it is declared and sent again.
        */
       boundToDispatch?: boolean;
     } = {},
