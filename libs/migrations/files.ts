@@ -24,14 +24,9 @@ const DECLARATION = /^-- runs with releases from: (\d{4})$/;
 const LOOKS_DECLARED = /^\s*--\s*runs?\s+with\b/i;
 export const DECLARATION_SYNTAX = '-- runs with releases from: NNNN';
 
-/** A UTF-8 byte order mark (some Windows editors write one) is no part of the SQL: PostgreSQL would read it as a word. */
-function withoutBom(text: string): string {
-  return text.startsWith('\uFEFF') ? text.slice(1) : text;
-}
-
-/** sha256 of the text with CRLF read as LF and without a BOM: a checkout with CRLF endings is the same migration. */
+/** sha256 of the text with CRLF read as LF: a checkout with CRLF endings is the same migration. */
 export function checksumOf(sql: string): string {
-  return createHash('sha256').update(withoutBom(sql).replace(/\r\n/g, '\n')).digest('hex');
+  return createHash('sha256').update(sql.replace(/\r\n/g, '\n')).digest('hex');
 }
 
 /** The declaration in the file's opening comment, read strictly: a malformed, second, misplaced or too new one throws. */
@@ -65,7 +60,8 @@ export function migrationOf(file: string, sql: string): Migration {
 export function readMigrations(dir: string): Migration[] {
   const migrations = readdirSync(dir)
     .filter((file) => FILE_NAME.test(file))
-    .map((file) => migrationOf(file, withoutBom(readFileSync(`${dir}/${file}`, 'utf8'))))
+    // A UTF-8 byte order mark (some Windows editors write one) is no part of the SQL: PostgreSQL would read it as a word.
+    .map((file) => migrationOf(file, readFileSync(`${dir}/${file}`, 'utf8').replace(/^\uFEFF/, '')))
     .sort((a, b) => a.version - b.version);
   migrations.forEach((m, i) => {
     if (i > 0 && migrations[i - 1]!.version === m.version) throw new Error(`two migrations numbered ${m.version} in ${dir}`);

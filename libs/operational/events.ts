@@ -50,19 +50,12 @@ export interface AttemptFacts extends EndpointFacts {
 }
 
 export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): IdentifiedEvent {
-  const data: Record<string, unknown> = {
-    merchantId: facts.merchantId,
-    endpointId: facts.endpointId,
-    url: facts.url,
-    webhookId: facts.webhookId,
-    event: facts.event,
-    references: facts.references,
-    attempts: facts.attempts,
-    lastHttpStatus: facts.lastHttpStatus ?? null,
-    lastError: facts.lastError ?? null,
-  };
+  const { merchantId, endpointId, url, webhookId, event, references, attempts } = facts;
+  const data: Record<string, unknown> = { merchantId, endpointId, url, webhookId, event, references, attempts };
+  data.lastHttpStatus = facts.lastHttpStatus ?? null;
+  data.lastError = facts.lastError ?? null;
   if (type === 'message.attempt.exhausted') data.reason = facts.reason ?? null;
-  return { id: idOf(type, facts.merchantId, facts.webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
+  return { id: idOf(type, merchantId, webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
 }
 
 interface DisabledFacts extends EndpointFacts {
@@ -80,23 +73,18 @@ interface DisabledFacts extends EndpointFacts {
 
 /** Deterministic id (merchant, endpoint and the time it was turned off): a repeat after a crash carries the same messageId. */
 export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent {
-  const data: Record<string, unknown> = {
-    merchantId: facts.merchantId,
-    endpointId: facts.endpointId,
-    url: facts.url,
-    reason: facts.reason,
-    disabledAt: facts.disabledAt,
-    failingSince: facts.failingSince ?? null,
-    lastHttpStatus: facts.lastHttpStatus ?? null,
-    lastError: facts.lastError ?? null,
-  };
+  const { merchantId, endpointId, url, reason, disabledAt } = facts;
+  const data: Record<string, unknown> = { merchantId, endpointId, url, reason, disabledAt };
+  data.failingSince = facts.failingSince ?? null;
+  data.lastHttpStatus = facts.lastHttpStatus ?? null;
+  data.lastError = facts.lastError ?? null;
   if (facts.webhookId !== undefined) {
     data.webhookId = facts.webhookId;
     data.event = facts.event ?? null;
     data.references = facts.references ?? [];
     data.attempts = facts.attempts ?? null;
   }
-  return { id: idOf('endpoint.disabled', facts.merchantId, facts.endpointId, facts.disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
+  return { id: idOf('endpoint.disabled', merchantId, endpointId, disabledAt), event: { type: 'endpoint.disabled', timestamp: now.toISOString(), data } };
 }
 
 function endpointEvent(type: OperationalEventType, facts: EndpointFacts, at: string, now: Date): IdentifiedEvent {
