@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * `npm start`: the API and the dispatcher in one process. In development mode (WEBHOOKS_DEV=true)
- * also the demo merchant receiver the development merchants point at.
- */
+/** `npm start`: the API and the dispatcher in one process, and in development mode the demo merchant. */
 import { once } from 'node:events';
 import { DEV_MERCHANTS_FILE } from '../libs/config/index.js';
 import type { Database } from '../libs/delivery-store/index.js';

@@ -8,7 +8,6 @@ import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
 import { NothingMatchedError, UsageError } from './command.js';
 
-/** How long a command tries to reach RabbitMQ before it exits 1. */
 export const CLI_BROKER_DEADLINE_MS = 10_000;
 
 /** Checks the command's queues rather than declare them: a declare could clash with the programs' arguments (FAILED_RETENTION). */
@@ -36,17 +35,15 @@ export async function withBroker<T>(config: CliConfig, queues: string[], run: (b
 }
 
 /**
- * A pool on DATABASE_URL for one command, closed after; without DATABASE_URL, `needs` is the usage error.
- * Every command but `migrate` (`schema: false`) checks the schema as the programs do at start-up, so that
- * a schema behind names `webhooks migrate`, and a newer one this release does not run beside is refused.
+ * A pool on DATABASE_URL for one command (without it, `needs` is the usage error). Every command but `migrate`
+ * (`schema: false`) checks the schema as the programs do, so that one behind names `webhooks migrate`.
  */
 export async function withPostgres<T>(url: string | undefined, needs: string, options: PostgresOptions & { schema?: false }, run: (database: Database) => Promise<T>): Promise<T> {
   if (!url) throw new UsageError(needs);
   const { schema, ...settings } = options;
   const database = openPostgres(url, settings);
   try {
-    // pg's own words ("connect ECONNREFUSED …") name neither the variable nor PostgreSQL. The URL is
-    // shown without its password nor its query string, where pg also takes a password.
+    // pg's words name neither the variable nor PostgreSQL; the URL without its password nor its query string.
     await database.query('SELECT 1').catch((err: unknown) => {
       throw new Error(`cannot use the PostgreSQL of DATABASE_URL (${redacted(url).replace(/[?#].*$/, '')}): ${(err as Error)?.message ?? String(err)}`, { cause: err });
     });

@@ -20,10 +20,7 @@ export interface CliIo {
 export type CliContext = Pick<CliIo, 'env' | 'stdout' | 'stderr'> & {
   /** Parsed on first use, so that a command that needs no broker (token) is not stopped by its settings. */
   readonly config: CliConfig;
-  /**
-   * `run` with a signal the first Ctrl-C during it aborts, for a command that moves things one at a time
-   * and then stops after the one in hand (exit INTERRUPTED); a second Ctrl-C ends the process as usual.
-   */
+  /** `run` with a signal the first Ctrl-C aborts, to stop after the thing in hand; a second one ends the process. */
   interruptible<T>(run: (interrupted: AbortSignal) => Promise<T>): Promise<T>;
 };
 
@@ -60,7 +57,6 @@ function contextOf(io: CliIo): CliContext {
   };
 }
 
-/** A command of `webhooks`, whose subcommands know the program's surroundings too. */
 export class CliCommand extends Command {
   constructor(
     private readonly io: CliIo,
@@ -73,10 +69,7 @@ export class CliCommand extends Command {
     return new CliCommand(this.io, name);
   }
 
-  /**
-   * `check` refuses what commander cannot (a time that does not exist), then `run` gets the environment,
-   * parsed only now so that --help and usage errors need none. A UsageError prints the help and exits 2.
-   */
+  /** `check` refuses what commander cannot, then `run` gets the environment, parsed only now so that --help needs none. */
   handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
     return this.action(async () => {
       try {
@@ -161,7 +154,6 @@ function parseTime(option: string, text: string, now: Date): Date {
   throw new UsageError(`--${option} takes an ISO-8601 time (e.g. 2026-05-01T10:00:00Z) or a duration ago (e.g. 30m, 2h, 7d), not "${text}"`);
 }
 
-/** --since and --until, each when given; the window they make must not be empty. */
 export function parseWindow(raw: { since?: string; until?: string }, now: Date): { since?: Date; until?: Date } {
   const since = raw.since === undefined ? undefined : parseTime('since', raw.since, now);
   const until = raw.until === undefined ? undefined : parseTime('until', raw.until, now);
@@ -186,7 +178,7 @@ export function checkReference(text: string): string {
   return text;
 }
 
-/** An endpoint id as the API takes it: the log's and the index's filters, the resend's choice. */
+/** An endpoint id as the API takes it. */
 export function checkEndpointId(text: string): string {
   if (text.length === 0 || text.length > 200 || text.includes('\u0000')) throw new UsageError('--endpoint takes an endpoint id (ep_…) of 1 to 200 characters');
   return text;

@@ -18,10 +18,9 @@ message taken and left unacknowledged when a channel closes counts as returned. 
 order; ones parked while the command runs are left for the next run. Run one at a time per queue.`;
 
 /**
- * Passes once over what invalid holds at the start (NO_REQUEUE): each message is put back at the tail
- * of invalid, or moved to dispatch, as `verdict` says. One message at a time, so that acks never pile
- * up before the channel closes (quorum queues can drop acks sent just before a close: rabbitmq-server#10327).
- * `result` counts as it goes; `interrupted` ends the pass before the next message is taken.
+ * Passes once over what invalid holds at the start (NO_REQUEUE), putting each message back or moving it to
+ * dispatch, as `verdict` says. One at a time, so that acks never pile up before the channel closes (quorum
+ * queues can drop acks sent just before a close: rabbitmq-server#10327). `result` counts as it goes.
  */
 async function passOverInvalid(
   broker: BrokerConnection,
@@ -80,9 +79,8 @@ function brokerVerdict(parked: ParkedMessage): Record<string, string> {
 }
 
 /**
- * The routing key of upstream's publish the broker parked, from its x-death entry, as our parks note it:
- * kept, the listing still shows it; moved back, intake checks it as a redelivery (keyCheckOf), so endpoints
- * reached before its crash loop do not get it again. Not on our own copies (operating.md).
+ * The routing key of upstream's publish the broker parked (from x-death), as our parks note it: moved back,
+ * intake checks it as a redelivery, so endpoints reached before its crash loop do not get it again.
  */
 function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
   return parked.upstream && parked.originalRoutingKey ? { [HEADERS.originalRoutingKey]: parked.originalRoutingKey } : {};
@@ -90,9 +88,8 @@ function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
 
 export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispatch' | 'events'>) {
   const headers = message.properties.headers ?? {};
-  // The broker parks a message returned to dispatch too many times (delivery-limit) and one the dispatcher
-  // rejected after an unexpected error: its verdict is then the only one (an x-invalid-* it carries is
-  // upstream's). Expired (its TTL run out), it has no code.
+  // Parked by the broker (delivery-limit, or rejected by the dispatcher), its verdict is the only one: an
+  // x-invalid-* it carries is upstream's. Expired, it has no code.
   const park = brokerPark(headers, names.dispatch);
   const death = park?.reason;
   const limited = death === 'delivery_limit';

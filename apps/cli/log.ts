@@ -116,7 +116,6 @@ async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promi
   return 0;
 }
 
-/** What `webhooks log` reads: the delivery log in PostgreSQL, or the same through the admin API. */
 type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'>;
 
 type Page = { webhooks: WebhookSummary[]; nextCursor: string | null };
@@ -138,7 +137,6 @@ function pathSegment(id: string): string {
 /** How long in all `webhooks log` waits when the API says to (429 with Retry-After) before it gives its answer. */
 const MAX_WAIT_FOR_API_MS = 60_000;
 
-/** The admin API's routes for the log (WEBHOOKS_API_URL), answering as the database does. */
 async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   const base = adminApiBase(ctx.env);
   const token = await adminToken(ctx.env);

@@ -11,9 +11,8 @@ import { type CliContext, NothingMatchedError, UsageError, writeLine } from './c
 export const CLI_ACTOR: Actor = { actor: 'cli' };
 
 /**
- * The admin API's MerchantSettings on the same table, so a change follows its rules and reaches every
- * program the same way (NOTIFY). A write opens RabbitMQ first, to announce what it changes; a read needs
- * only PostgreSQL, so that merchants can be read while the broker is down.
+ * The admin API's MerchantSettings, so a change follows its rules. A write opens RabbitMQ first, to announce
+ * what it changes; a read needs only PostgreSQL, so that merchants can be read while the broker is down.
  */
 export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write', run: (settings: MerchantSettings, database: Queryable) => Promise<T>): Promise<T> {
   const needs = 'merchants commands need DATABASE_URL (and SECRETS_KEY): merchants live in PostgreSQL. Beside npm start, use the admin API or the portal';

@@ -98,12 +98,10 @@ export const replicationFields = {
   STREAM_CLUSTER_SIZE: envFields.positiveInt(3, 99),
 };
 
-/** libs/topology's Replication, from the two variables. */
 export function replicationOf(config: { QUORUM_GROUP_SIZE: number; STREAM_CLUSTER_SIZE: number }) {
   return { quorumGroupSize: config.QUORUM_GROUP_SIZE, streamClusterSize: config.STREAM_CLUSTER_SIZE };
 }
 
-/** The topology a program declares on every connect, from its parsed configuration. */
 export function topologyOf(config: Parameters<typeof replicationOf>[0] & { TOPOLOGY_PREFIX: string; FAILED_RETENTION: string; DELIVERY_LOG: string }) {
   return { prefix: config.TOPOLOGY_PREFIX, failedRetention: config.FAILED_RETENTION, replication: replicationOf(config), deliveriesStream: config.DELIVERY_LOG === 'on' };
 }

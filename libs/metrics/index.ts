@@ -93,12 +93,11 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
 }
 
 /** How long a scrape waits for PostgreSQL or RabbitMQ before it shows the value unknown: within Prometheus's 10 s timeout. */
-const SCRAPE_ASK_DEADLINE_MS = 3_000;
+export const SCRAPE_ASK_DEADLINE_MS = 3_000;
 
 /**
- * `ask` for the scrapes: one at a time (an answer serves those of the next second), and `unknown` for
- * a scrape it has not answered within SCRAPE_ASK_DEADLINE_MS: a silent dependency must not hold the
- * scrape past Prometheus's timeout, which loses every series of the program.
+ * `ask` one at a time (an answer serves the scrapes of the next second), and `unknown` past SCRAPE_ASK_DEADLINE_MS:
+ * a silent dependency must not hold the scrape past Prometheus's timeout, which loses every series.
  */
 export function askedPerScrape<T>(ask: () => Promise<T>, unknown: T): () => Promise<T> {
   let asking: Promise<T> | undefined;

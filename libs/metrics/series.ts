@@ -39,10 +39,7 @@ interface HistogramEntry {
   count: number;
 }
 
-/**
- * An observe() for one histogram series that updates prom-client's record of it as its own observe()
- * does, in the same order; a version that stores it differently gets its observe() (metric-series.test.ts).
- */
+/** An observe() that updates prom-client's record as its own does, in the same order; else it is its observe(). */
 export function histogramObserver(histogram: Histogram<string>, labels: LabelValues<string>, buckets: readonly number[]): (value: number) => void {
   histogram.zero(labels);
   const entries = (histogram as unknown as { hashMap?: Record<string, HistogramEntry> }).hashMap;

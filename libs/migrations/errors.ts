@@ -1,7 +1,6 @@
 import type { Migration } from './files.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/** The command an operator runs; quoted in every message that asks for it. */
 export const MIGRATE_COMMAND = 'npx webhooks migrate';
 
 /** The database's schema is older than this release needs: `webhooks migrate` has not run yet. */
@@ -10,16 +9,11 @@ export class SchemaBehindError extends NamedError {
     readonly current: number,
     readonly needed: number,
   ) {
-    // The command spelled out (MIGRATE_COMMAND), so that the guides can quote the message whole.
-    super(`database schema version ${current}, this program needs ${needed}: run npx webhooks migrate`);
+    super(`database schema version ${current}, this program needs ${needed}: run ${MIGRATE_COMMAND}`);
   }
 }
 
-/**
- * The database was migrated by a newer release, and one of the migrations this release does not
- * know (`refusing`, the first) does not declare that this release runs with it: an older program
- * must not write to tables a newer release reshaped.
- */
+/** A newer release's migration (`refusing`) does not declare this release: it must not write to tables it reshaped. */
 export class SchemaTooNewError extends NamedError {
   constructor(
     readonly current: number,

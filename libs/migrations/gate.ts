@@ -23,9 +23,8 @@ export interface SchemaGateOptions {
 }
 
 /**
- * Waits up to SCHEMA_WAIT_MS for the database to hold REQUIRED_VERSION (`webhooks migrate` not run
- * yet, or PostgreSQL not answering), then throws with what to do. A newer schema throws at once,
- * unless each newer migration declares that this release runs with it (checkSchema).
+ * Waits up to SCHEMA_WAIT_MS for the database to hold REQUIRED_VERSION (or for PostgreSQL to answer), then
+ * throws with what to do. A newer schema throws at once, unless checkSchema finds this release runs beside it.
  */
 export async function awaitSchema(db: Queryable, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const giveUpAt = Date.now() + SCHEMA_WAIT_MS;
@@ -68,7 +67,6 @@ export async function checkSchema(db: Queryable): Promise<AppliedMigration[]> {
   return current > REQUIRED_VERSION ? besideNewer(await appliedAfter(db, REQUIRED_VERSION), REQUIRED_VERSION) : [];
 }
 
-/** awaitSchema on a connection of its own. */
 export async function awaitSchemaAt(url: string, applicationName: string, logger: Logger, options: SchemaGateOptions = {}): Promise<void> {
   const database = openPostgres(url, { maxConnections: 1, applicationName });
   try {

@@ -5,11 +5,8 @@ import { fileOf, SchemaTooNewError } from './errors.js';
 /** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
 const LOCK = 'webhooks-schema-migrations';
 
-/**
- * How long a migration's statement waits for a table's lock: while it waits, the programs' queries on
- * that table queue behind it, and a pg_dump can hold the lock for hours. Past it, `migrate` exits 1.
- */
-const MIGRATION_LOCK_WAIT = '5s';
+/** How long a migration's statement waits for a table's lock, while the programs' queries on that table queue behind it. */
+export const MIGRATION_LOCK_WAIT = '5s';
 
 /** The one table made outside a numbered file, since it records them. */
 const LEDGER = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -72,10 +69,7 @@ function whatItNeeds(err: unknown): string {
   return "(webhooks migrate runs as the owner of DATABASE_URL's database)";
 }
 
-/**
- * Takes LOCK for the session, waiting however long another run takes (lock_timeout 0: a role's own would
- * cut that wait short). `onWait` once, when another run holds it.
- */
+/** Takes LOCK for the session, waiting however long another run takes (lock_timeout 0: a role's own would cut it short). */
 async function takeLock(session: Session, onWait?: () => void): Promise<void> {
   await session.transaction(async (tx) => {
     await tx.query('SET LOCAL lock_timeout = 0');
@@ -86,10 +80,7 @@ async function takeLock(session: Session, onWait?: () => void): Promise<void> {
   });
 }
 
-/**
- * Applies the migrations not applied yet, each in its own transaction, under an advisory lock, after
- * checkApplied; `newer`: a newer release's migrations it ran beside. `onWait`: as takeLock's.
- */
+/** Applies the migrations not applied yet, each in its own transaction, under LOCK, after checkApplied. */
 export async function migrate(
   db: Pick<Database, 'session'>,
   migrations: readonly Migration[] = MIGRATIONS,

@@ -3,10 +3,7 @@ import type { EndpointTransition } from '../merchants/index.js';
 import { disabledEvent, enabledEvent, secretRotatedEvent, updatedEvent } from './events.js';
 import type { OperationalPublisher } from './publisher.js';
 
-/**
- * What MerchantSettings calls after an endpoint write, to publish its event before the write's
- * answer. The write stands even if the broker never confirms the event: that is only logged.
- */
+/** Publishes an endpoint write's event before the write's answer; the write stands if the event is never confirmed. */
 export function announcer(publisher: OperationalPublisher, logger: Logger, onDisabled?: (reason: string) => void): (transition: EndpointTransition) => Promise<void> {
   return async (transition) => {
     const now = new Date();

@@ -1,7 +1,4 @@
-/**
- * ENDPOINT_DISABLE_AFTER: every attempt failed for `afterMs` since the first failure after the last
- * success, the failures spread over a tenth of it (a burst then silence is not a dead endpoint).
- */
+/** Every attempt failed for `afterMs` since the last success, the failures spread over a tenth of it (not one burst). */
 export function shouldDisable(failingSince: number, lastFailureAt: number, now: number, afterMs: number): boolean {
   if (!(afterMs > 0) || !Number.isFinite(failingSince)) return false;
   return now - failingSince >= afterMs && lastFailureAt - failingSince >= afterMs / 10;

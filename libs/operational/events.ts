@@ -30,7 +30,6 @@ export interface IdentifiedEvent {
   event: OperationalEvent;
 }
 
-/** Who an event is about: the merchant and which of its endpoints (and that endpoint's URL). */
 interface EndpointFacts {
   merchantId: string;
   endpointId: string;

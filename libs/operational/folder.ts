@@ -1,8 +1,8 @@
 import { MAX_TIMER_MS } from '../runtime/timers.js';
 
 /**
- * Per key (an endpoint and an event kind), at most one event per interval: the first goes out at
- * once, the latest of those that follow when the interval ends, with how many it stands for.
+ * Per key, at most one event per interval: the first goes out at once, the latest of those that follow
+ * when the interval ends, with how many it stands for.
  */
 export class IntervalFolder<T> {
   private readonly keys = new Map<string, { openUntil: number; folded: number; pending?: T; timer?: NodeJS.Timeout }>();
@@ -28,7 +28,7 @@ export class IntervalFolder<T> {
     if (!state.timer) this.arm(key, state, now);
   }
 
-  /** Releases at the interval's end, in steps a timer can wait: Node fires one past 2^31 - 1 ms (24.8 days) at once. */
+  /** Releases at the interval's end, in steps a timer can wait (MAX_TIMER_MS). */
   private arm(key: string, state: { openUntil: number; timer?: NodeJS.Timeout }, now: number): void {
     const wait = Math.max(0, state.openUntil - now);
     state.timer = setTimeout(() => (wait > MAX_TIMER_MS ? this.arm(key, state, this.now()) : this.release(key)), Math.min(MAX_TIMER_MS, wait));

@@ -2,10 +2,7 @@ import { type BrokerConnection, BrokerUnroutableError, sendDeclaring } from '../
 import type { Logger } from '../logger/index.js';
 import type { IdentifiedEvent, OperationalEventType } from './events.js';
 
-/**
- * Publishes operational events to `<prefix>.operational` (routing key = type, messageId = id),
- * confirmed. An unroutable event is no error: the platform has not subscribed yet.
- */
+/** Publishes operational events, confirmed; an unroutable one is no error: the platform has not subscribed yet. */
 export class OperationalPublisher {
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
@@ -21,10 +18,7 @@ export class OperationalPublisher {
       onPublished?: (type: OperationalEventType) => void;
       /** The longest publish() takes, tries and waits together, for a program that answers after it (the API, the CLI). */
       deadlineMs?: number;
-      /**
-       * A dispatcher with OPERATIONAL_WEBHOOK_URL, whose binding to dispatch routes every event: one routed
-       * nowhere lost that binding (the exchange deleted, declared again elsewhere), so it is declared and sent again.
-       */
+      /** A dispatcher with OPERATIONAL_WEBHOOK_URL: an event routed nowhere lost its binding, declared and sent again. */
       boundToDispatch?: boolean;
     } = {},
   ) {}
