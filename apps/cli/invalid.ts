@@ -91,11 +91,10 @@ export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispat
   // Parked by the broker (delivery-limit, or rejected by the dispatcher), its verdict is the only one: an
   // x-invalid-* it carries is upstream's. Expired, it has no code.
   const park = brokerPark(headers, names.dispatch);
-  const death = park?.reason;
-  const limited = death === 'delivery_limit';
-  const rejected = death === 'rejected';
+  const limited = park?.reason === 'delivery_limit';
+  const rejected = park?.reason === 'rejected';
   const ours = park === undefined;
-  const upstream = park !== undefined && parkedFromUpstream(park, names.events);
+  const upstream = !ours && parkedFromUpstream(park, names.events);
   return {
     code: limited ? 'delivery-limit' : rejected ? 'internal-error' : ours ? text(headers[HEADERS.invalidCode]) : null,
     reason: limited

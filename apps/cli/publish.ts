@@ -80,12 +80,11 @@ async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<
 
 /** The file's event, refused with the rule when the dispatcher would park it or a resend could not find it. */
 async function readEvent(file: string): Promise<UpstreamMessage> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await readFile(file, 'utf8'));
-  } catch (err) {
-    throw new UsageError(`cannot read ${file} as JSON: ${(err as Error).message}`);
-  }
+  const json: unknown = await readFile(file, 'utf8')
+    .then((text) => JSON.parse(text))
+    .catch((err: Error) => {
+      throw new UsageError(`cannot read ${file} as JSON: ${err.message}`);
+    });
   const parsed = upstreamMessageSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
