@@ -13,7 +13,7 @@ import { startDispatcher } from './dispatcher/program.js';
 import { openDevDatabase, PGLITE_DIR } from './recorder/open-log.js';
 import { startRecorder } from './recorder/program.js';
 
-/** The dispatcher's settings lead (the log level, tracing); the stop takes the API's SHUTDOWN_TIMEOUT and the dispatcher's. */
+/** The dispatcher's settings lead (log level, tracing); the stop takes both programs' SHUTDOWN_TIMEOUT. */
 function loadConfig(env: Record<string, string | undefined>) {
   const dispatcher = loadDispatcherConfig(env);
   // One process: METRICS_PORT is the dispatcher's; the API keeps /metrics on PORT.

@@ -69,7 +69,7 @@ export class CliCommand extends Command {
     return new CliCommand(this.io, name);
   }
 
-  /** `check` refuses what commander cannot, then `run` gets the environment, parsed only now so that --help needs none. */
+  /** `check` refuses what commander cannot; `run` gets the environment, parsed only now so --help needs none. */
   handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
     return this.action(async () => {
       try {

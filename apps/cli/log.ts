@@ -86,7 +86,7 @@ function timeline(w: WebhookDetail): string {
 
 type LogOptions = { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean };
 
-/** DATABASE_URL when set (checked as `failed` checks it); else the running API's admin routes, as beside `npm start`. */
+/** DATABASE_URL when set (checked as `failed` checks it); else the running API's admin routes. */
 async function run(options: LogOptions, ctx: CliContext): Promise<number> {
   if (!ctx.env.DATABASE_URL?.trim()) return show(options, ctx, await apiLogSource(ctx));
   const needs = 'log needs DATABASE_URL or the API';

@@ -43,7 +43,7 @@ export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write',
   }
 }
 
-/** DATABASE_URL for one command; a person waits at the prompt, so a slow connect is waited for longer than the programs do. */
+/** DATABASE_URL for one command; a person waits at the prompt, so a slow connect is waited for longer. */
 export async function withDatabase<T>(ctx: CliContext, needs: string, run: (database: Database) => Promise<T>): Promise<T> {
   return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 }, run);
 }
@@ -61,7 +61,7 @@ export function merchantId([id]: string[]): string {
   return id;
 }
 
-/** The admin API's rule for a new merchant's id; the other commands take any id, so that one made before can be deleted. */
+/** The admin API's rule for a new merchant's id; the others take any id, so that one made before can be deleted. */
 export function newMerchantId(args: string[]): string {
   const id = merchantId(args);
   const parsed = merchantIdSchema.safeParse(id);

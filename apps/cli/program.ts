@@ -49,13 +49,13 @@ function withoutSecrets(text: string, urls: string): string {
   return result;
 }
 
-/** Runs one command line (the arguments after `webhooks`) and gives its exit code (EXIT); the tests run it in process. */
+/** Runs one command line (the arguments after `webhooks`) and gives its exit code (EXIT). */
 export async function runCli(io: CliIo, argv: string[]): Promise<number> {
   try {
     await createProgram(io).parseAsync(argv, { from: 'user' });
     return io.exitCode;
   } catch (err) {
-    // Commander has printed the message and the help; help asked for (exit code 0) is no error, a group given no command is.
+    // Commander has printed the message and the help; help asked for (exit code 0) is no error.
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof NothingMatchedError) {
       io.stderr.write(`webhooks: ${err.message}\n`);

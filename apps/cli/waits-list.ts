@@ -49,7 +49,7 @@ export function declareWaitsList(program: CliCommand): void {
           attempts: r.attempt,
           reason: r.reason,
           handedUntil: r.handed_until ? new Date(r.handed_until).toISOString() : null,
-          // Neither is overdue whatever its due time: behind an open circuit; taken past WAIT_TAKE_LIMIT, its copy in invalid.
+          // Neither is overdue: one waits for an open circuit, one was taken past WAIT_TAKE_LIMIT.
           parked: r.parked,
           spent: r.spent,
         }));

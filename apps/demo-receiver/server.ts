@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import type { Logger } from '../../libs/logger/index.js';
 
-/** A merchant's server for demos that verifies and logs each webhook; `POST /down` makes it answer 503, `POST /up` ends it. */
+/** A merchant's server for demos that verifies and logs webhooks; `POST /down` makes it answer 503 until `POST /up`. */
 export function createDemoReceiver(options: { secret: string; logger: Logger; secretsByPath?: Record<string, string> }): Server {
   // A webhook is verified with the secret of the path it came to (`secret` for any other path).
   const fallback = new Webhook(options.secret);

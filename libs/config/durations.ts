@@ -9,5 +9,5 @@ export function parseDuration(text: string): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
-/** The longest duration a variable takes, 100 years: a time computed from a longer one may not fit an ISO date or PostgreSQL. */
+/** The longest duration a variable takes, 100 years: a time computed from a longer one may not fit PostgreSQL. */
 export const LONGEST_DURATION = '36500d';

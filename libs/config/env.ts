@@ -6,7 +6,7 @@ import { NamedError } from '../runtime/named-error.js';
 /** What a boolean variable accepts as true (lower-cased, trimmed). */
 export const TRUE_VALUES: readonly string[] = ['true', '1', 'yes'];
 
-/** The longest SHUTDOWN_TIMEOUT: it becomes timers (npm start's the sum of two), and Node fires one past 24.8 days at once. */
+/** The longest SHUTDOWN_TIMEOUT: it becomes timers, and Node fires one past 24.8 days at once. */
 export const SHUTDOWN_TIMEOUT_MAX = '1d';
 
 /** Records `message` as the variable's problem; what the transform returns then is never used. */

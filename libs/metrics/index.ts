@@ -92,7 +92,7 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   };
 }
 
-/** How long a scrape waits for PostgreSQL or RabbitMQ before it shows the value unknown: within Prometheus's 10 s timeout. */
+/** How long a scrape waits for PostgreSQL or RabbitMQ before it shows the value unknown (Prometheus's timeout: 10 s). */
 export const SCRAPE_ASK_DEADLINE_MS = 3_000;
 
 /**

@@ -5,7 +5,7 @@ import { fileOf, SchemaTooNewError } from './errors.js';
 /** Held for a whole run: a second `webhooks migrate` (another machine) waits, then finds nothing to do. */
 const LOCK = 'webhooks-schema-migrations';
 
-/** How long a migration's statement waits for a table's lock, while the programs' queries on that table queue behind it. */
+/** How long a migration's statement waits for a table's lock, while the programs' queries on it queue behind. */
 export const MIGRATION_LOCK_WAIT = '5s';
 
 /** The one table made outside a numbered file, since it records them. */
@@ -63,13 +63,13 @@ export async function appliedSchema(db: Queryable): Promise<{ version: number; n
   return { version: current, newer: checkApplied(await appliedAfter(db, 0), MIGRATIONS) };
 }
 
-/** What PostgreSQL's "permission denied" or "read-only transaction" does not say: the role or the place `migrate` needs. */
+/** What PostgreSQL's "permission denied" or "read-only transaction" does not say: what `migrate` needs. */
 function whatItNeeds(err: unknown): string {
   if (isReadOnly(err)) return '(DATABASE_URL names a read-only server or session: a standby, or default_transaction_read_only on its role; webhooks migrate runs on the primary)';
   return "(webhooks migrate runs as the owner of DATABASE_URL's database)";
 }
 
-/** Takes LOCK for the session, waiting however long another run takes (lock_timeout 0: a role's own would cut it short). */
+/** Takes LOCK for the session, waiting however long another run takes (lock_timeout 0: a role's would cut it). */
 async function takeLock(session: Session, onWait?: () => void): Promise<void> {
   await session.transaction(async (tx) => {
     await tx.query('SET LOCAL lock_timeout = 0');

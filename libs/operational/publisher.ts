@@ -16,7 +16,7 @@ export class OperationalPublisher {
       backoffMs?: readonly number[];
       /** Called once per event the broker confirmed (routed or not). */
       onPublished?: (type: OperationalEventType) => void;
-      /** The longest publish() takes, tries and waits together, for a program that answers after it (the API, the CLI). */
+      /** The longest publish() takes, tries and waits together, for a program that answers after it. */
       deadlineMs?: number;
       /** A dispatcher with OPERATIONAL_WEBHOOK_URL: an event routed nowhere lost its binding, declared and sent again. */
       boundToDispatch?: boolean;
