@@ -99,9 +99,8 @@ export async function migrate(
       const newer = checkApplied(rows, migrations);
       const highest = migrations.at(-1)?.version ?? 0;
       const done = new Set(rows.map((row) => row.version));
-      const applied: Migration[] = [];
-      for (const migration of migrations) {
-        if (done.has(migration.version)) continue;
+      const applied = migrations.filter((migration) => !done.has(migration.version));
+      for (const migration of applied) {
         await session.query('BEGIN');
         try {
           await session.query(`SET LOCAL lock_timeout = '${MIGRATION_LOCK_WAIT}'`);
@@ -116,7 +115,6 @@ export async function migrate(
           const refused = isReadOnly(err) || isPrivilegeRefused(err) ? ` ${whatItNeeds(err)}` : '';
           throw new Error(`migration ${fileOf(migration)} failed and was rolled back: ${(err as Error)?.message ?? String(err)}${waited}${refused}`, { cause: err });
         }
-        applied.push(migration);
       }
       return { applied, version: Math.max(highest, ...rows.map((row) => row.version)), newer };
     } finally {
