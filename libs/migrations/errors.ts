@@ -9,7 +9,8 @@ export class SchemaBehindError extends NamedError {
     readonly current: number,
     readonly needed: number,
   ) {
-    super(`database schema version ${current}, this program needs ${needed}: run ${MIGRATE_COMMAND}`);
+    // Spelled out, not MIGRATE_COMMAND: troubleshooting.md quotes the message whole, as the source has it.
+    super(`database schema version ${current}, this program needs ${needed}: run npx webhooks migrate`);
   }
 }
 
