@@ -6,10 +6,8 @@ import type { EndpointGuards } from './stages/endpoint-guards.js';
 /**
  * This dispatcher's breakers follow the circuits' rows (wait_circuits), the one copy that decides:
  * each row opened or closed is announced on commit, and on each (re)start of the LISTEN every open
- * row is read on the listening connection, so what was announced while it was away (a connection
- * dropped) is not missed. Else a breaker that missed a close kept its own cooldown and postponed
- * what the close had let go, and one that missed an open sent to an endpoint its row held shut.
- * While PostgreSQL does not answer, the breakers keep what they last heard.
+ * row is read, so what was announced while it was away is not missed. While PostgreSQL does not
+ * answer, the breakers keep what they last heard.
  */
 export class CircuitRows {
   private listening?: Listening;
@@ -18,13 +16,12 @@ export class CircuitRows {
   constructor(
     private readonly db: Pick<Database, 'listen'>,
     private readonly store: Pick<WaitStore, 'openCircuits'>,
-    /** The breaker's key of a row's endpoint ('' is a wait's from before endpoints), or undefined when it has none (deleted, merchant gone). */
+    /** The breaker's key of a row's endpoint, or undefined when it has none. */
     private readonly keyOf: (merchantId: string, endpointId: string) => string | undefined,
     private readonly guards: Pick<EndpointGuards, 'openCircuit' | 'closeCircuit' | 'openKeys'>,
     private readonly logger: Logger,
   ) {}
 
-  /** LISTEN on a connection of its own, then catch up; again after each loss. */
   start(): void {
     if (this.stopped || this.listening) return;
     this.listening = keepListening(this.db, CIRCUIT_CHANNEL, {
@@ -49,7 +46,7 @@ export class CircuitRows {
     else this.guards.closeCircuit(key, circuit.answered);
   }
 
-  /** Every row open now opens its breaker; a breaker open here with no open row closes (how is not known: not answered). */
+  /** Every row open now opens its breaker; a breaker open here with no open row closes, not answered. */
   private async catchUp(listener: Listener): Promise<void> {
     const open = await this.store.openCircuits(listener);
     const keys = new Set(open.map((circuit) => this.keyOf(circuit.merchantId, circuit.endpointId)));

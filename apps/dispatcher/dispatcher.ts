@@ -30,16 +30,13 @@ import type { Throttle } from './stages/throttle.js';
 import { injectSpan, markFailed, publishChild, type Span, spanLogFields, tracingActive } from '../../libs/tracing/index.js';
 import { deliverySpan, describeDelivery, describeFanOut } from './stages/trace.js';
 
-/** After a record the deliveries stream did not confirm, how long records are sent without waiting. */
+/** After a record the deliveries stream did not confirm, how long records are not waited for. */
 export const RECORDS_DOWN_MS = 15_000;
 
-/**
- * Deliveries held (the prefetch) per request slot: a delivery keeps its prefetch slot after its
- * request until its record is confirmed and its ack sent, and those settling kept the next from being sent.
- */
+/** Prefetch per request slot: a delivery keeps its prefetch slot after its request, until its record is confirmed and its ack sent. */
 export const PREFETCH_PER_SLOT = 2;
 
-/** A hand-back that waited longer than this for its slot is taken again before its attempt (its lease runs from its take). */
+/** A hand-back that waited longer than this for its slot is taken again before its attempt (its lease runs from the take). */
 const RETAKE_AFTER_MS = 500;
 
 /**
@@ -52,22 +49,21 @@ export interface DispatcherSettings {
   prefix: string;
   retryDelaysMs: readonly number[];
   deliveryTimeoutMs: number;
-  /** Requests in flight at once, to all endpoints together (DISPATCH_CONCURRENCY). */
+  /** DISPATCH_CONCURRENCY. */
   concurrency: number;
   maxMessageBytes: number;
   userAgent: string;
-  /** How long stop() waits for in-flight deliveries before closing anyway (they return to the queue). */
+  /** How long stop() waits for in-flight deliveries (they return to the queue). */
   drainTimeoutMs?: number;
-  /** Requests in flight to one endpoint URL; default half of concurrency (the bound for all of an endpoint's URLs). */
+  /** Per endpoint URL; default half of concurrency (the bound for all of an endpoint's URLs). */
   perEndpointConcurrency?: number;
-  /** Consecutive failures that open an endpoint's circuit, and how long it stays open (default BREAKER). */
+  /** Default BREAKER. */
   breakerThreshold?: number;
   breakerCooldownMs?: number;
-  /** Times a delivery is set aside because its endpoint is busy before it waits for a slot instead. */
   maxDeferrals?: number;
   /** Waits between tries of a move the broker did not take, before the delivery goes back to its queue. */
   moveBackoffMs?: readonly number[];
-  /** WAIT_LEASE (at least twice the delivery timeout). */
+  /** WAIT_LEASE. */
   waitLeaseMs?: number;
 }
 
@@ -78,20 +74,16 @@ export interface DispatcherDeps {
   logger: Logger;
   now?: () => Date;
   observer?: DeliveryObserver;
-  /** Waits in PostgreSQL (libs/waits): written before the ack, taken by a hand-back. Required with a retry schedule. */
+  /** Required with a retry schedule. */
   waits?: { writer: WaitWriter; store: WaitStore };
-  /** Order per reference (libs/ordering); without it no merchant is ordered. */
   order?: OrderGate;
-  /** The endpoints' throttle; without it nothing is throttled. */
   throttle?: Throttle;
   deliveryLog?: DeliveryRecorder;
-  /** Operational events and endpoint health, told of each settled delivery after its effect. */
   operations?: Operations;
-  /** The failure index in PostgreSQL (best effort; the recorder writes it too). */
+  /** The failure index (best effort; the recorder writes it too). */
   failures?: FailedStore;
   /** The platform's endpoint (platformEndpoint()); without it operational events are skipped. */
   platform?: Merchant;
-  /** Idempotent intake (libs/intake-keys); without it every message is delivered. */
   intakeKeys?: IntakeChecker;
 }
 
@@ -111,7 +103,7 @@ export class Dispatcher {
   private readonly takes?: HandBackTakes;
   private readonly orphanDeps: OrphanedPlacesDeps;
   private consumer?: Consumer;
-  /** Deliveries settled without their delivery-log record (the deliveries stream refused it). */
+  /** Deliveries settled without their delivery-log record. */
   recordsLost = 0;
   private recordsDownUntil = 0;
   private readonly inFlight = new Set<Promise<void>>();
@@ -153,7 +145,6 @@ export class Dispatcher {
     });
   }
 
-  /** Messages received and not settled yet: what this dispatcher holds unacked. */
   get unacked(): number {
     return this.inFlight.size;
   }
@@ -164,7 +155,6 @@ export class Dispatcher {
 
   /** Consumes dispatch; safe twice (a second call is the first's), and a no-op once stopped. */
   start(): Promise<void> {
-    // A second consumer would hold twice the prefetch, and stop() cancelled only the last one.
     return this.starting.run(() => this.consume());
   }
 
@@ -172,16 +162,15 @@ export class Dispatcher {
     if (this.stopping) return;
     this.consumer = await this.deps.broker.consume(this.names.dispatch, {
       prefetch: PREFETCH_PER_SLOT * this.settings.concurrency,
-      // With tracing on, each walk carries its delivery's span (stages/trace.ts).
       onMessage: (delivery) => this.track(this.handle(delivery, tracingActive() ? deliverySpan(delivery.message, this.names.dispatch) : undefined)),
     });
     this.deps.logger.info('dispatcher consuming', { queue: this.names.dispatch, concurrency: this.settings.concurrency, retries: this.settings.retryDelaysMs.length });
   }
 
-  /** Stops taking deliveries and waits for those in flight; safe to call twice. */
+  /** Stops taking deliveries and waits for those in flight; safe twice. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
-      // A start under way ends first: its consumer is the one cancelled.
+      // A start under way ends first: its consumer is cancelled.
       await this.starting.settled();
       await this.consumer?.cancel();
       this.guards.wakeAll();
@@ -197,7 +186,7 @@ export class Dispatcher {
    * unexpectedly parks it (a share, its copy alone).
    */
   private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent, shareTurn?: OrderTurn): Promise<void> {
-    // For an unexpected error's parking (an ordered head's end).
+    // For an unexpected error's park.
     const seen: { intake?: IntakeEvent } = { intake: share };
     let turn = shareTurn;
     try {
@@ -208,7 +197,7 @@ export class Dispatcher {
       if (!intake) {
         try {
           intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events, this.names.dispatch);
-          // Before the walk's first await: its reference's places are asked in the order consumed.
+          // Before the walk's first await: places are asked in the order consumed.
           turn = this.turnOf(intake);
         } catch (err) {
           if (!(err instanceof InvalidMessageError)) throw err;
@@ -216,36 +205,35 @@ export class Dispatcher {
           // A copy that took places before it could no longer be read: they end with its park.
           if (finding.kind === 'invalid' && !finding.handTaken) {
             const places = await parkedPlaces(delivery, this.orphanDeps);
-            // Its channel gone while its places were held unlooked-up: the broker gives it again.
+            // Its channel gone: the broker gives it again.
             if (!places) return;
             finding.places = places;
           }
         }
       }
-      // Before any write (its intake key, a place, a wait, a failure, a record): a deleted merchant's stays deleted.
-      // Not again for a share: its original was looked at just now.
+      // Before any write: a deleted merchant's stays deleted. Not again for a share (its original was looked at).
       if (intake && !share && (await this.erasedNow(intake))) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       if (!share && intake && !finding) {
         finding = await this.firstSight(message, intake);
-        // Its channel gone while its places were held unlooked-up: the broker gives it again.
+        // Its channel gone: the broker gives it again.
         if (!(await endOrphanedPlaces(delivery, intake, finding, this.orphanDeps))) return;
         if (finding?.kind === 'fan-out') return await this.fanOut(delivery, intake, finding.endpointIds, span, turn);
         if (finding?.kind === 'duplicate') intake = undefined;
       }
       if (!finding) ({ intake, finding } = await this.onward(message, intake!, now, span, () => delivery.live, turn));
-      // Past its place in order, or one that asks none (erased, a repeat, no endpoint): the next of its reference asks.
+      // Past its place in order, or asks none: the next of its reference asks.
       turn?.pass();
-      // Deleted while it waited for its slot or its request was out (the directory heard of it meanwhile): its outcome writes nothing.
+      // Deleted meanwhile: its outcome writes nothing.
       if (intake && finding.kind !== 'superseded' && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       const decision = decide(finding, intake, this.policy, now);
-      // A repeat or a stale copy has no intake past here (nothing of it is written), but its span names its webhook.
+      // A repeat or a stale copy has no intake past here, but its span names its webhook.
       if (span && !share) describeDelivery(span, intake ?? seen.intake, decision);
-      // Recorded after the effect it describes and before the ack: a crash cannot leave the
-      // attempt out of the log, and a move that gives up records nothing.
+      // Recorded after the effect it describes and before the ack: a crash cannot leave the attempt
+      // out of the log, and a move that gives up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
       const settle = record
         ? async () => {
-            // Ended here, not in publishIn's callbacks: one promise and two closures less per delivery.
+            // Ended here, not in publishIn's callbacks: fewer allocations per delivery.
             const recording = span && publishChild(span, this.names.deliveries);
             await this.record(record, span);
             recording?.end();
@@ -268,14 +256,14 @@ export class Dispatcher {
   private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
     const checked = keyCheckOf(message, intake, this.names.events);
     const routed = route(intake, this.deps.merchants);
+    // An unknown merchant's message is parked without its key: taken, it would drop upstream's publish once the merchant existed.
     if (!this.deps.intakeKeys || !checked || (routed?.kind === 'unavailable' && routed.why === 'merchant-removed')) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
     const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, checked.redelivered);
     if (sight !== 'repeat' && sight !== 'changed') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
     if (checked.redelivered && endpointIds.length > 0) {
-      // A dispatcher that died mid-fan-out settled some endpoints (their records written before the
-      // ack): those without a record get it (again, perhaps: at least once). None left: a repeat.
+      // A dispatcher that died mid-fan-out settled some endpoints: those without a record get it. None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));
       if (left.length > 0) {
         if (routed?.kind === 'fan-out') routed.endpointIds = left;
@@ -289,7 +277,7 @@ export class Dispatcher {
   private async fanOut(delivery: Delivery, intake: IntakeEvent, endpointIds: readonly string[], span: Span | undefined, turn: OrderTurn | undefined): Promise<void> {
     if (span) describeFanOut(span, intake, endpointIds.length);
     this.effect.stats.fannedOut++;
-    // Each share asks in the message's turn, which passes once all have (not at the end of their attempts).
+    // Each share asks in the message's turn, which passes once all have.
     const turns = new Map(endpointIds.map((endpointId) => [endpointId, turn?.share()]));
     turn?.pass();
     await fanOut(delivery, intake, endpointIds, (share, own) => this.handle(share, span, own, turns.get(own.endpointId!)), (share, own) => this.effect.handOn(share, own, span));
@@ -297,38 +285,33 @@ export class Dispatcher {
 
   /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
   private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean, turn: OrderTurn | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
-    // A wait handed back: only its current hand comes to an attempt (a stale one is superseded, one taken too often parked).
+    // A wait handed back: only its current hand comes to an attempt.
     const untaken = intake.hand !== undefined ? await this.takes?.take(intake, intake.hand, span) : undefined;
     if (untaken) return { intake: untaken.kind === 'superseded' ? undefined : intake, finding: untaken };
     const takenAt = performance.now();
     const place = await this.placeInOrder(message, intake, span, turn);
-    // Asked (the gate passed it), or asks none: the next of its reference asks now, not after this attempt.
+    // The next of its reference asks now, not after this attempt.
     turn?.pass();
     if (place === 'waiting') return { intake, finding: { kind: 'ordered' } };
-    // A copy of one already done, unless an operator moved it back from invalid: its park ended its
-    // place (the next of its reference went on), and it goes now outside the order, like a resend.
+    // A copy of one already done, unless moved back from invalid: that goes outside the order, like a resend.
     if (place === 'ended' && !intake.movedBack) return { finding: { kind: 'superseded', key: `${intake.webhookId}#ended` } };
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim, span);
     }
-    // Given up like a stop's once its channel is gone while it waited: the broker has given it
-    // back, and sent on, it went twice (its redelivery too).
+    // Given up like a stop's once its channel is gone: the broker has given it back.
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
     if (admitted.kind === 'stopping') await this.takes?.untake(intake);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
-    // A hand-back that waited for its slot: its lease (from its take) may not cover the attempt, and
-    // the row would hand it on while it is sent. Taken again, the lease runs from now; handed on
-    // meanwhile, it gives its slot back unsent and the current copy goes.
+    // A hand-back that waited for its slot: its lease may not cover the attempt. Taken again, the
+    // lease runs from now; handed on meanwhile, it gives its slot back unsent.
     const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span, true) : undefined;
     if (retaken) {
       admitted.slot.release('unused');
       return { intake: retaken.kind === 'superseded' ? undefined : intake, finding: retaken };
     }
-    // Signed with the clock as it is sent (webhook-timestamp is this attempt's): a delivery held
-    // unacked (its order step or take while PostgreSQL was down, a busy endpoint) is not signed stale.
-    // Its answer tells the endpoint's adaptive rate.
+    // Signed with the clock as it is sent: a delivery held unacked is not signed stale.
     const finding = await this.attempt.run(intake, admitted, this.now(), span);
-    // Deleted while its request was out: not even its endpoint's adaptive rate is written (handle() drops it).
+    // Deleted while its request was out: not even its endpoint's adaptive rate is written.
     if (this.erased(intake)) return { finding: { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId } };
     if (this.deps.throttle) {
       const status = finding.kind === 'sent' ? finding.status : finding.kind === 'attempt-failed' ? finding.error.status : undefined;
@@ -337,16 +320,12 @@ export class Dispatcher {
     return { intake, finding };
   }
 
-  /** Whether the webhook's merchant was deleted: not held by the directory, and a tombstone names it (memory only). */
+  /** Whether the webhook's merchant was deleted (the directory's tombstone, memory only). */
   private erased(intake: IntakeEvent): boolean {
     return this.deps.merchants.deleted?.(intake.merchantId) === true;
   }
 
-  /**
-   * erased, read again after a poll of the directory when it says so: the merchant made again with
-   * the id (a notification not heard yet, the 10 s poll not come) is a new one, whose webhook a drop
-   * would lose. A poll that fails leaves what the directory held.
-   */
+  /** erased, read again after a poll of the directory when it says so: the merchant may have been made again with the id. */
   private async erasedNow(intake: IntakeEvent): Promise<boolean> {
     if (!this.erased(intake)) return false;
     await this.deps.merchants.poll?.();
@@ -355,8 +334,8 @@ export class Dispatcher {
 
   /**
    * The record, confirmed on the deliveries stream. One not confirmed does not hold the delivery
-   * (handed back, it would be POSTed again: worse than a gap in the log): counted and logged, and
-   * for RECORDS_DOWN_MS records are not waited for, so a stream without a leader holds no delivery.
+   * (handed back, it would be POSTed again): counted and logged, and for RECORDS_DOWN_MS records are
+   * not waited for, so a stream without a leader holds no delivery.
    */
   private record(record: DeliveryRecordInput, span?: Span): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
@@ -377,18 +356,14 @@ export class Dispatcher {
    */
   private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent, span: Span | undefined, turn: OrderTurn | undefined): Promise<OrderState | undefined> {
     const order = this.deps.order;
-    // No turn (turnOf): it asks no place.
     if (!order || !turn || intake.orderKey === undefined) return undefined;
     // The endpoint's own setting: each endpoint's deliveries are ordered apart.
     const merchant = this.deps.merchants.byId(intake.merchantId);
     const setting = merchant !== undefined && endpointFor(merchant, intake)?.orderByReference === true;
-    // Off now: a copy that took its place while it was on (redelivered, or handed on) still ends it,
-    // or the webhooks behind it (waiting with no due time) would wait for ever.
+    // Off now: a copy that took its place while it was on still ends it, or those behind it wait for ever.
     if (!setting && !(await this.heldPlace(message, intake, order))) return undefined;
-    // A copy moved back from invalid ends its key's spent wait first (wait-not-ended: its own, out of
-    // the pick for good). Left, a copy found behind a later one of its line (its place's end
-    // forgotten after ORDER_ENDED_KEEP_MS) was answered 'waiting' by that row, acked, and its line
-    // stopped at it: only an 'ordered' wait is released. Refused, it is parked again, not acked.
+    // A copy moved back from invalid ends its key's spent wait first (wait-not-ended), or that row
+    // answers 'waiting' and its line stops at it. Refused, it is parked again, not acked.
     if (intake.movedBack) await this.deps.waits?.writer.end({ ...waitKeyOf(intake), hand: 0 });
     // Marked before its admission: the 'ordered' wait written with it carries the mark.
     intake.ordered = true;
@@ -397,7 +372,7 @@ export class Dispatcher {
     try {
       place = await order.admit({ ...waitKeyOf(intake), key: intake.orderKey }, () => {
         const headers = this.effect.waitingHeaders({ message }, intake);
-        // As every wait's: a producer span whose context the hand-back carries, so it stays in the webhook's trace.
+        // A producer span whose context the hand-back carries.
         if (span) injectSpan((waitSpan = publishChild(span, WAITS_TABLE, intake.webhookId)), headers);
         return { headers, content: message.content };
       }, turn);
@@ -412,7 +387,7 @@ export class Dispatcher {
     return place;
   }
 
-  /** Its turn to ask for a place in order, when it may ask one: a new webhook of a reference (not a hand-back, a resend's copy, a test event). */
+  /** Its turn to ask for a place in order: only a new webhook of a reference (not a hand-back, a resend's copy, a test event). */
   private turnOf(intake: IntakeEvent): OrderTurn | undefined {
     const order = this.deps.order;
     if (!order || intake.orderKey === undefined || intake.hand !== undefined || intake.resentAt !== undefined || intake.test) return undefined;
@@ -421,9 +396,8 @@ export class Dispatcher {
 
   /**
    * Whether a copy of an endpoint not ordered now took a place in its line before: asked only of a
-   * copy that may have walked before (walkedBefore), never of a fresh message, wherever it was published:
-   * a round trip each cost the dispatcher half its rate. PostgreSQL not answering, it goes unordered:
-   * an outage holds no merchant that does not order.
+   * copy that may have walked before (a round trip per fresh message costs half the rate). PostgreSQL
+   * not answering, it goes unordered: an outage holds no merchant that does not order.
    */
   private async heldPlace(message: ConsumeMessage, intake: IntakeEvent, order: OrderGate): Promise<boolean> {
     if (!walkedBefore(message, this.names.events)) return false;
@@ -435,11 +409,7 @@ export class Dispatcher {
     }
   }
 
-  /**
-   * A message that failed intake is parked; a hand-back's current hand ends its wait with the park,
-   * and a stale copy (another hand is current, or the wait is gone) is dropped as for any hand-back:
-   * parked, each copy piled up in dispatch was one more in invalid.
-   */
+  /** A message that failed intake is parked (a hand-back's current hand ends its wait with it); a stale hand-back is dropped. */
   private async invalid(message: ConsumeMessage, err: InvalidMessageError): Promise<Finding> {
     const handBack = handBackOf(message, this.names.events);
     const taken = handBack && (await this.takes?.current(handBack));
@@ -447,10 +417,7 @@ export class Dispatcher {
     return { kind: 'invalid', code: err.code, detail: err.detail, handTaken: taken ? handBack : undefined };
   }
 
-  /**
-   * A hand-back about to be parked, if its hand is still its wait's current one (taken again: the
-   * error may have come before its take): its intake's, or (none) our scheduler's headers'.
-   */
+  /** A hand-back about to be parked, if its hand is still current (taken again: the error may have come before its take). */
   private async currentHandBack(message: ConsumeMessage, intake?: IntakeEvent): Promise<HandBack | undefined> {
     const handBack = intake ? (intake.hand === undefined ? undefined : { ...intake, hand: intake.hand }) : handBackOf(message, this.names.events);
     return handBack && (await this.takes?.current(handBack)) ? handBack : undefined;
@@ -476,13 +443,12 @@ export class Dispatcher {
   private async onUnexpected(delivery: Delivery, err: unknown, span: Span | undefined, intake: IntakeEvent | undefined, share: boolean): Promise<void> {
     this.deps.logger.error('unexpected error handling a message', { error: (err as Error)?.message, ...spanLogFields(span) });
     try {
-      // A hand-back parked like a first attempt ends its wait, if its hand is current.
       const handTaken = await this.currentHandBack(delivery.message, intake);
-      // A copy parked before its step here ends the places an earlier walk of it took (a head parked after its step, its own).
+      // A copy parked before its step here ends the places an earlier walk of it took.
       const places = !handTaken && intake?.hand === undefined && intake?.ordered !== true
         ? await parkedPlaces(delivery, this.orphanDeps, share ? (intake?.endpointId ?? '') : undefined)
         : [];
-      // Its channel gone while its places were held unlooked-up: the broker gives it again.
+      // Its channel gone: the broker gives it again.
       if (!places) return;
       await this.effect.apply(delivery, intake, { kind: 'invalid', code: 'internal-error', detail: String((err as Error)?.message ?? err), handTaken, places }, this.now(), span);
     } catch (parkErr) {

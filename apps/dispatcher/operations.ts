@@ -20,7 +20,7 @@ import type { IntakeEvent } from './stages/intake.js';
 
 export interface OperationsDeps {
   merchants: MerchantDirectory;
-  /** The directory the failing clock and auto-disable are written through (none: nothing is written). */
+  /** Where the failing clock and auto-disable are written (none: nothing is). */
   writer?: PgMerchantDirectory;
   publisher: OperationalPublisher;
   logger: Logger;
@@ -28,15 +28,14 @@ export interface OperationsDeps {
 }
 
 export interface OperationsSettings {
-  /** ENDPOINT_DISABLE_AFTER (0: never) and OPERATIONAL_EVENT_INTERVAL. */
+  /** ENDPOINT_DISABLE_AFTER (0: never). */
   disableAfterMs: number;
   intervalMs: number;
 }
 
 /**
- * This dispatcher's own run of failures on one endpoint, by its monotonic clock (durations only);
- * `sharedSeen`: the clock the directory showed, gone after a success elsewhere; `nextAt`: when to
- * tell PostgreSQL again, as long after the last telling as PostgreSQL said (a duration too).
+ * This dispatcher's own run of failures on one endpoint, by its monotonic clock; `sharedSeen`: the
+ * clock the directory showed; `nextAt`: when to tell PostgreSQL again.
  */
 interface Streak {
   since: number;
@@ -45,37 +44,31 @@ interface Streak {
   nextAt?: number;
 }
 
-/** An endpoint's last success seen here: the URL (in case it changed since), when (monotonic), and the clock it was told to end. */
+/** An endpoint's last success seen here (monotonic), and the clock it was told to end. */
 interface Success {
   url: string;
   at: number;
   told?: string;
 }
 
-/** Endpoints whose last success (or run of failures) this dispatcher remembers, at most: past it, the one set longest ago goes. */
+/** Endpoints whose last success (or run of failures) this dispatcher remembers, at most. */
 const MAX_REMEMBERED = 20_000;
 
 /**
- * After each settled delivery: its operational events (message.attempt.failing, .exhausted,
- * .recovered), folded per endpoint and kind to one per OPERATIONAL_EVENT_INTERVAL; and the
- * endpoint's health for auto-disable, decided through PostgreSQL where every dispatcher sees the same rows,
- * by PostgreSQL's clock alone: a dispatcher tells it facts (its own run of failures, and how long;
- * a success, and how long ago), never a time of its own clock, whose order with another host's
- * means nothing (each runs ahead or behind):
+ * After each settled delivery: its operational events, folded per endpoint and kind to one per
+ * OPERATIONAL_EVENT_INTERVAL; and the endpoint's health for auto-disable, decided in PostgreSQL by
+ * its clock alone: a dispatcher tells it durations (a run of failures, a success's age), never a
+ * time of its own clock, whose order with another host's means nothing:
  * - one that has seen only failures for a tenth of ENDPOINT_DISABLE_AFTER starts the failing clock
- *   in `endpoint_health` where none runs (at now() less its run), and one failing where a clock runs
- *   refreshes it (now()), telling it again at most once a tenth or when PostgreSQL says it is due;
- *   none of it changes the merchant's version (the admin API's ETag);
- * - any that sees a success ends a clock that started before it (by now()), and one that sees it
- *   cleared starts over;
- * - one told the clock is due (ENDPOINT_DISABLE_AFTER since `failingSince`, by now()) disables the
- *   endpoint in a transaction on the locked row that reads the clock and now(): the first writes it
- *   and alone publishes endpoint.disabled; the others find it disabled.
+ *   where none runs, and one failing where a clock runs refreshes it, at most once a tenth or when
+ *   PostgreSQL says it is due;
+ * - any that sees a success ends a clock that started before it;
+ * - one told the clock is due disables the endpoint on the locked row: the first alone publishes endpoint.disabled.
  */
 export class Operations {
   private readonly folder: IntervalFolder<IdentifiedEvent>;
   private readonly streaks = new BoundedMap<string, Streak>(MAX_REMEMBERED);
-  /** Merchant → endpoint id → that endpoint's last success seen here (the URL, in case it changed since). */
+  /** Merchant → endpoint id → that endpoint's last success seen here. */
   private readonly lastSuccess = new BoundedMap<string, Map<string, Success>>(MAX_REMEMBERED);
   private readonly writing = new Set<string>();
   private readonly inFlight = new Set<Promise<void>>();
@@ -101,16 +94,12 @@ export class Operations {
     return counts;
   }
 
-  /**
-   * One settled delivery; never throws and never waits. The platform's own endpoint makes no event
-   * (it would be sent to the same failing endpoint, and so on) and is never disabled.
-   */
+  /** Never throws and never waits. The platform's own endpoint makes no event (a loop) and is never disabled. */
   observe(intake: IntakeEvent | undefined, decision: Decision, now: Date): void {
     if (!intake || intake.merchantId === PLATFORM_MERCHANT_ID) return;
     try {
       switch (decision.kind) {
         case 'delivered':
-          // The delivered attempt's facts: its 2xx and no error (not the failure before it).
           if (decision.attempt > FAILING_ATTEMPT) this.fold('message.attempt.recovered', { ...this.facts(intake, decision.attempt, decision.status), lastError: undefined }, now);
           if (this.health) this.succeeded(intake);
           return;
@@ -119,7 +108,6 @@ export class Operations {
           if (this.health) this.failed(intake, now, decision.attempt, decision.status, decision.error);
           return;
         case 'postpone':
-          // The circuit is open: the endpoint's last attempts failed and its probes still do.
           if (this.health) this.failed(intake, now);
           return;
         case 'failed': {
@@ -166,12 +154,11 @@ export class Operations {
     this.folder.offer(`${type}\n${facts.merchantId}\n${facts.url}`, attemptEvent(type, facts, now));
   }
 
-  /** On every delivered webhook: kept to a few lookups and two assignments (no string key made per delivery). */
+  /** On every delivered webhook: no string key made per delivery. */
   private succeeded(intake: IntakeEvent): void {
     const { merchantId } = intake;
     const webhook = this.endpointOf(intake);
     if (!webhook) return;
-    // Monotonic: how long ago it was is all PostgreSQL is told.
     const at = performance.now();
     let endpoints = this.lastSuccess.get(merchantId);
     if (!endpoints) this.lastSuccess.set(merchantId, (endpoints = new Map()));
@@ -181,7 +168,7 @@ export class Operations {
       last.at = at;
       last.told = undefined;
     } else {
-      // Deleted endpoints are forgotten: one merchant whose endpoints churn grew this without bound.
+      // Deleted endpoints are forgotten, or a merchant whose endpoints churn grows this without bound.
       if (endpoints.size >= MAX_ENDPOINTS_PER_MERCHANT) this.forgetDeleted(merchantId, endpoints);
       endpoints.set(webhook.id, (last = { url: webhook.url, at }));
     }
@@ -189,16 +176,15 @@ export class Operations {
     if (webhook.failingSince) this.tellSuccess(merchantId, webhook, last);
   }
 
-  /** Forgets the successes of the merchant's endpoints that are no longer in the directory. */
+
   private forgetDeleted(merchantId: string, endpoints: Map<string, unknown>): void {
     const live = new Set(this.deps.merchants.byId(merchantId)?.endpoints.map((endpoint) => endpoint.id));
     for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
   /**
-   * A success, against the clock the directory shows: PostgreSQL ends it if it started before the success. Told once per clock,
-   * once PostgreSQL answered: a telling it did not answer is told again on the next failure, or the clock ran on past the success.
-   * A newer success meanwhile (its `at`) is told on its own.
+   * PostgreSQL ends the clock if it started before the success. Told once per clock, once PostgreSQL
+   * answered (else again on the next failure); a newer success meanwhile is told on its own.
    */
   private tellSuccess(merchantId: string, webhook: Endpoint, success: Success): void {
     const { at } = success;
@@ -213,11 +199,10 @@ export class Operations {
     const webhook = this.endpointOf(intake);
     if (!webhook?.enabled) return;
     const key = `${intake.merchantId}\n${webhook.url}`;
-    // Monotonic, as a success's age: the host's clock, stepped (NTP correcting it), lengthened a run
-    // of failures by the step, and the clock started that much early (up to a fifth of `after`).
+    // Monotonic: a step of the host's clock must not lengthen a run of failures.
     const at = performance.now();
     const after = this.settings.disableAfterMs;
-    // The clock's start, as PostgreSQL stamped it: compared with nothing of this host's, only told apart.
+    // PostgreSQL's stamp: compared with nothing of this host's, only told apart.
     const shared = webhook.failingSince;
     // A success seen here, and a clock since (another dispatcher started it meanwhile): PostgreSQL orders them.
     const success = this.lastSuccess.get(intake.merchantId)?.get(webhook.id);
@@ -231,8 +216,7 @@ export class Operations {
     if (!streak) this.streaks.set(key, (streak = { since: at, lastAt: at }));
     streak.sharedSeen = shared;
     streak.lastAt = at;
-    // Told first once its own failures span a tenth (a flapping endpoint writes nothing), or at once
-    // where a clock runs (to refresh it); then when PostgreSQL said.
+    // Told first once its own failures span a tenth, or at once where a clock runs; then when PostgreSQL said.
     if (streak.nextAt === undefined ? shared === undefined && !shouldRecordFailing(streak.since, at, after) : at < streak.nextAt) return;
     const run = streak;
     const last = { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError };
@@ -244,7 +228,6 @@ export class Operations {
         run.nextAt = run.since + after / 10;
         return;
       }
-      // Every time here is PostgreSQL's.
       const state = clockOf(clock, written.now.getTime(), after);
       const dueInMs = Date.parse(clock.failingSince) + after - written.now.getTime();
       run.nextAt = at + Math.max(0, Math.min(dueInMs, after / 10));
@@ -252,7 +235,7 @@ export class Operations {
     });
   }
 
-  /** Turns the endpoint off if its clock is due by PostgreSQL's time, read under the merchant's lock with the clock. */
+  /** Turns the endpoint off if its clock is due by PostgreSQL's time, read under the merchant's lock. */
   private async disable(writer: PgMerchantDirectory, intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): Promise<void> {
     let failingSince: string | undefined;
     let disabledAt = '';
@@ -291,7 +274,7 @@ export class Operations {
     );
   }
 
-  /** One write per endpoint at a time, in the background (to endpoint_health, or the disable): none while one is under way. */
+  /** One write per endpoint at a time, in the background: none while one is under way. */
   private background(merchantId: string, url: string, what: string, work: (writer: PgMerchantDirectory) => Promise<unknown>): void {
     const key = `${merchantId}\n${url}`;
     const writer = this.deps.writer;
@@ -312,7 +295,7 @@ export class Operations {
   }
 }
 
-/** An endpoint's failing clock's state (clockState) from its stamps as PostgreSQL wrote them; one absent counts as none. */
+/** clockState from the stamps PostgreSQL wrote; one absent counts as none. */
 function clockOf(clock: { failingSince?: string; lastFailureAt?: string }, now: number, afterMs: number): ReturnType<typeof clockState> {
   return clockState(Date.parse(clock.failingSince ?? ''), Date.parse(clock.lastFailureAt ?? ''), now, afterMs);
 }

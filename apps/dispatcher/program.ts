@@ -29,19 +29,17 @@ export const USER_AGENT = 'nucleus-webhooks/0.1.0 (+https://github.com/standard-
 
 export type DispatcherProgram = Awaited<ReturnType<typeof startParts>>;
 
-/** What closing takes once deliveries are drained (consumers, streams, the connection), out of SHUTDOWN_TIMEOUT. */
+/** What closing takes once deliveries are drained, out of SHUTDOWN_TIMEOUT. */
 const CLOSE_RESERVE_MS = 5_000;
 
 export interface DispatcherOptions {
-  /** Ends the start-up at once (Ctrl-C while the broker or the database cannot be reached). */
+  /** Ends the start-up at once. */
   signal?: AbortSignal;
   /** The database when the caller opened it (npm start shares one embedded PGlite); else DATABASE_URL. */
   database?: Database;
-  /** How often the merchant directory polls for changes a lost notification did not announce. */
   merchantsPollMs?: number;
-  /** The idempotent intake's check's deadline (tests on a loaded machine). */
   intakeCheck?: IntakeCheckerOptions;
-  /** This host's clock (the system's by default): tests of a host whose clock runs off. */
+  /** This host's clock (the system's by default). */
   now?: () => Date;
 }
 
@@ -58,7 +56,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
   cleanup.add(() => health.close());
-  // What /readyz says the dispatcher waits for (and why); undefined once it takes deliveries.
   const awaiting = (check: () => string | undefined, why?: string) => {
     awaited = check;
     detail = why;
@@ -69,7 +66,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
   // The database's side and RabbitMQ's are waited for side by side: the first to give up ends the
-  // other's wait, and is the cause start-up reports (the other then fails only for being aborted).
+  // other's wait, and is the cause start-up reports.
   const failed = new AbortController();
   let firstCause: { error: unknown } | undefined;
   const giveUp = (err: unknown): never => {
@@ -78,7 +75,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     throw err;
   };
   const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
-  // The schema this release needs, waited for before the directory reads it, never made here (`webhooks migrate`).
+  // The schema is waited for, never made here (`webhooks migrate`).
   const schemaOptions: SchemaGateOptions = {
     signal,
     onState: (state) =>
@@ -88,7 +85,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   };
   const given = options.database ?? ownDatabase;
   const schemaReady = () => (given ? awaitSchema(given, logger, schemaOptions) : awaitSchemaAt(config.DATABASE_URL!, 'webhooks-dispatcher schema check', logger, schemaOptions));
-  // The directory loads while the broker connects; whichever gives up first ends the other's attempts.
   const [loaded, connected] = await Promise.allSettled([
     schemaReady().then(() => openMerchants(config, logger, {
       database: given,
@@ -113,7 +109,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   ]);
   if (loaded.status === 'fulfilled') cleanup.add(() => loaded.value.close());
   if (connected.status === 'fulfilled') cleanup.add(() => connected.value.close());
-  // Each side rejects through giveUp, which noted the first cause: the other's is its abort.
   if (loaded.status === 'rejected') throw firstCause?.error ?? loaded.reason;
   if (connected.status === 'rejected') throw firstCause?.error ?? connected.reason;
   const opened = loaded.value;
@@ -129,9 +124,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
   });
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
-  // whatever the server's default, since a written wait is acked at once. They run whatever
-  // RETRY_SCHEDULE is: rows written under an earlier schedule are still handed back (with a single
-  // attempt, what fails then goes to failed).
+  // whatever the server's default, since a written wait is acked at once.
   const waitsDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
     : undefined;
@@ -144,7 +137,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const orderGate = new OrderGate(orderStore, logger);
   const leaseMs = Math.max(config.WAIT_LEASE, 2 * config.DELIVERY_TIMEOUT_MS);
   const scheduler = new WaitScheduler(waitStore, broker, logger, { dispatch: names.dispatch, leaseMs });
-  // Places whose end never came, of endpoints that no longer order: released after the lease, which covers an attempt.
+  // Places of endpoints that no longer order, whose end never came: released after the lease.
   const orderUpkeep = new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
   // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
   const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
@@ -153,7 +146,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     : undefined;
   const keysQueries = keysDatabase ?? opened.database;
   cleanup.add(() => keysDatabase?.close());
-  // With the check off too: its upkeep drops the partitions past the window (all but today's), or the keys taken while it was on stayed for ever.
+  // With the check off too: its upkeep drops the keys taken while it was on.
   const keyUpkeep = new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
   cleanup.add(() => keyUpkeep.stop());
   const intakeKeys = dedupeOn ? keyUpkeep : undefined;
@@ -168,7 +161,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     { merchants, writer: opened.merchants, publisher: operational, logger, metrics: operationalCounts },
     { disableAfterMs: config.ENDPOINT_DISABLE_AFTER, intervalMs: config.OPERATIONAL_EVENT_INTERVAL },
   );
-  // Slots in PostgreSQL, and a throttled webhook waits as a row.
   const throttle = new Throttle(waitsQueries, logger);
   labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
   const dispatcher = new Dispatcher(
@@ -199,14 +191,13 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       waitLeaseMs: config.WAIT_LEASE,
     },
   );
-  // Its breakers follow the circuits' rows, which decide: each opened or closed is announced to every dispatcher.
   const circuitRows = new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);
   await keyUpkeep.start();
   circuitRows.start();
   await dispatcher.start();
   scheduler.start();
   orderUpkeep.start();
-  // Keeps FAILED_RETENTION true however few webhooks fail (RabbitMQ applies it only on a new segment).
+  // RabbitMQ applies FAILED_RETENTION only on a new segment.
   const rollover = new StreamRollover(broker, names.failed, { bytes: FAILED_SEGMENT_BYTES, everyMs: FAILED_ROLLOVER_EVERY_MS, logger });
   rollover.start();
 
@@ -227,7 +218,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     }
   }, []);
   labelledGaugeFrom(registry, METRIC_NAMES.queueMessages, 'Messages ready in the queue', 'queue', () => (broker.isConnected ? depths() : []));
-  // Ready alone is 0 while a stuck dispatcher holds every message: the stalled alert adds these.
+  // Ready alone is 0 while a stuck dispatcher holds every message.
   gaugeFrom(registry, METRIC_NAMES.dispatchUnacked, 'Messages of dispatch this dispatcher has received and not settled yet (held unacked)', () => dispatcher.unacked);
   gaugeFrom(registry, METRIC_NAMES.circuitsOpen, 'Endpoints whose circuit is open now', () => dispatcher.guards.openEndpoints().length);
   labelledGaugeFrom(registry, METRIC_NAMES.endpointsDisabled, 'Webhooks off now in the merchant directory, by why', 'reason', () => Object.entries(Operations.census(merchants.list(), directoryNow(merchants).getTime(), config.ENDPOINT_DISABLE_AFTER).disabled));
@@ -244,12 +235,11 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     dispatcher,
     broker,
     merchants,
-    /** Settles when the broker connection hit what reconnecting cannot fix (a topology mismatch). */
+    /** Settles when the broker connection hit what reconnecting cannot fix. */
     fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
-    /** The port of /metrics, /healthz and /readyz. */
     metricsPort: health.port,
     stop(): Promise<void> {
-      // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: each step gets a share of what is left.
+      // Bounded by SHUTDOWN_TIMEOUT: each step gets a share of what is left.
       stopping ??= (async () => {
         health.stopping();
         const budget = stopBudget(config.SHUTDOWN_TIMEOUT, logger);
@@ -280,5 +270,5 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   };
 }
 
-/** A wait this far past its due time is overdue: a healthy scheduler hands a due wait back within a second. */
+/** A healthy scheduler hands a due wait back within a second. */
 const WAIT_OVERDUE_AFTER_MS = 60_000;

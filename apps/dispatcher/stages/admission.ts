@@ -17,14 +17,13 @@ export interface Admitted {
 
 /** Admission: the directory (merchant, enabled endpoint, event filter), then the endpoint's throttle, then its guards. */
 export class AdmissionStage {
-  /** Merchant, endpoint id and URL → the breaker's key: parsing a URL per delivery costs more than the rest of admission. */
+  /** Merchant, endpoint id and URL → the breaker's key: no URL parsed per delivery. */
   private readonly endpoints = new BoundedMap<string, string>(10_000);
 
   constructor(
     private readonly merchants: MerchantDirectory,
     readonly guards: EndpointGuards,
     private readonly policy: RetryPolicy,
-    /** The platform's endpoint, from the dispatcher's config: never in the directory. */
     private readonly platform?: Merchant,
     private readonly throttle?: Throttle,
   ) {}
@@ -33,20 +32,17 @@ export class AdmissionStage {
     const target = this.target(intake);
     if (target.kind === 'unavailable') return target;
     const { webhook } = target;
-    // A resend is the merchant saying "fixed": its first attempt goes through an open circuit.
-    // So does a webhook never attempted whose span is over: nothing reaches failed untried.
+    // A resend's first attempt goes through an open circuit (the merchant says "fixed"), as does a
+    // webhook never attempted whose span is over: nothing reaches failed untried.
     const force = intake.attempts === 0 && (intake.resentAt !== undefined || this.policy.spanOver(intake.resentAt ?? intake.firstSeenAt, now));
     const endpoint = this.endpointOf(intake.merchantId, webhook);
-    // Not the throttle while the circuit is open: the circuit decides then. Taken first, a dead
-    // endpoint's 503s made its webhooks 'throttled' waits hours ahead, none telling the circuit's row.
-    // Nor for the row's probe (one request a cooldown): throttled, it was parked again, and the
-    // circuit of an endpoint at its rate never probed.
+    // Not the throttle while the circuit is open, nor for the row's probe: the circuit decides then.
     const probe = intake.probe === true;
     const circuitDecides = probe || (!force && this.guards.openUntil(endpoint) > 0);
     const throttled = this.throttle && !circuitDecides ? await this.throttle.admit(intake.merchantId, webhook, stopped, intake.hand !== undefined) : undefined;
     if (throttled?.kind === 'stopping') return { kind: 'stopping' };
     if (throttled?.kind === 'wait') return { kind: 'throttled', delayMs: throttled.delayMs };
-    // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is full (not a resend).
+    // Its span over while the circuit kept it postponed: an attempt unless the endpoint's line is full.
     const spanOver = force && intake.resentAt === undefined && this.guards.openUntil(endpoint) > 0;
     const slot = await this.guards.acquire(
       endpoint,
@@ -56,10 +52,8 @@ export class AdmissionStage {
     if (!slot) return { kind: 'stopping' };
     if (slot.kind === 'defer') return { kind: 'busy' };
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
-    // Its throttle slot passed while it waited for a request slot (the dispatcher full of other
-    // merchants' hung requests): sent when room came, every one that waited so went at once, far
-    // over the endpoint's rate. It keeps the request slot (given up, it went to the back of the line
-    // for the next, and a full dispatcher never sent it) and takes a throttle slot again, in its turn.
+    // Its throttle slot passed while it waited for a request slot: sent now, all that waited so would
+    // go at once. It keeps the request slot and takes a throttle slot again, in its turn.
     if (throttled?.kind === 'go' && throttled.late?.()) {
       const again = await this.throttle!.admit(intake.merchantId, webhook, stopped, true);
       if (again.kind !== 'go') {
@@ -67,18 +61,18 @@ export class AdmissionStage {
         return again.kind === 'wait' ? { kind: 'throttled', delayMs: again.delayMs } : { kind: 'stopping' };
       }
     }
-    // It may have waited seconds: an endpoint turned off or deleted meanwhile receives nothing more.
+    // It may have waited seconds: an endpoint turned off or deleted meanwhile gets nothing more.
     const latest = this.target(intake);
     if (latest.kind === 'unavailable') {
       slot.release('unused');
       return latest;
     }
-    // Moved meanwhile: its old URL gets nothing more (the slot was that URL's), the new one is admitted afresh.
+    // Moved meanwhile: the new URL is admitted afresh.
     if (latest.webhook.url !== webhook.url) {
       slot.release('unused');
       return this.admit(intake, now, stopped);
     }
-    // Signed as the endpoint is now: a secret replaced at once (graceSeconds 0, a leaked one) signs nothing more.
+    // Signed as the endpoint is now: a secret replaced at once signs nothing more.
     return { kind: 'admitted', webhook: latest.webhook, slot };
   }
 
@@ -87,7 +81,6 @@ export class AdmissionStage {
     const merchant = intake.merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(intake.merchantId);
     if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
     const webhook = endpointFor(merchant, intake);
-    // The merchant chose its events: one it does not receive is treated like a disabled webhook.
     if (!webhook?.enabled || !receivesEvent(webhook, intake.event)) return { kind: 'unavailable', why: unavailableOf(webhook ? [webhook] : []) };
     return { kind: 'endpoint', webhook };
   }
@@ -113,10 +106,7 @@ export function endpointFor(merchant: Merchant, intake: Pick<IntakeEvent, 'endpo
   return merchant.endpoints.find((endpoint) => endpoint.id === intake.endpointId);
 }
 
-/**
- * Why none of these endpoints takes the event: an enabled one filters it out; else one turned off
- * by auto-disable is said apart from the merchant's own choice; none at all is like a disabled webhook.
- */
+/** Why none of these endpoints takes the event: an enabled one filters it out, else auto-disable or the merchant's choice. */
 export function unavailableOf(endpoints: readonly Endpoint[]): Unavailable {
   if (endpoints.some((endpoint) => endpoint.enabled)) return 'event-not-subscribed';
   return endpoints.some((endpoint) => endpoint.disabledReason === 'failing') ? 'endpoint-disabled' : 'webhook-disabled';

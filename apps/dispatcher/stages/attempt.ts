@@ -21,7 +21,6 @@ export class AttemptStage {
     private readonly signer: WebhookSigner,
     private readonly observer: DeliveryObserver,
     private readonly settings: AttemptSettings,
-    /** Its clock (PostgreSQL's) judges the replaced secrets' grace, which PostgreSQL stamped; without one, `now`. */
     private readonly merchants?: Pick<MerchantDirectory, 'clock'>,
   ) {}
 
@@ -29,14 +28,13 @@ export class AttemptStage {
     const started = performance.now();
     let responseBody: string | undefined;
     try {
-      // The grace by PostgreSQL's clock: by this host's, minutes off, a replaced secret stopped signing
-      // minutes early or went on minutes late. The timestamp is this host's: the receiver checks it against its own.
+      // A replaced secret's grace by PostgreSQL's clock, which stamped it; the timestamp is this host's.
       const signed = this.signer.sign(signingSecrets(webhook, this.merchants?.clock?.() ?? now), intake.webhookId, intake.body, now);
       const request = {
         url: webhook.url,
         body: intake.body,
         timeoutMs: this.settings.deliveryTimeoutMs,
-        // One literal of a fixed shape: a spread of the signed headers copied them per delivery.
+        // One literal of a fixed shape: no copy per delivery.
         headers: {
           'content-type': 'application/json',
           'user-agent': this.settings.userAgent,

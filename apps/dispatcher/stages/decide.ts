@@ -8,59 +8,50 @@ import type { HandBack, IntakeEvent } from './intake.js';
 /** Why an accepted webhook can no longer be sent to its merchant as things stand. */
 export type Unavailable = 'merchant-removed' | 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed';
 
-/** When an attempt was made and what came back, for the delivery log. */
 export interface AttemptTrace {
   startedAt: Date;
   durationMs: number;
-  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer, when the client keeps them. */
+  /** The first DELIVERY_LOG_RESPONSE_BYTES bytes of the answer. */
   responseBody?: string;
 }
 
 /** What the stages before the decision found, one per delivery: intake's verdict, admission's refusal, or the attempt's result. */
 export type Finding =
-  /** Intake: another copy of the same wait arrived first. */
+  /** Another copy of the same wait is current. */
   | { kind: 'superseded'; key: string }
-  /** Its merchant was deleted (the directory holds its tombstone): dropped, nothing of it written or sent. */
+  /** Its merchant was deleted: dropped, nothing of it written or sent. */
   | { kind: 'erased'; merchantId: string; webhookId: string }
-  /** Intake: upstream published this key within INTAKE_DEDUPE_WINDOW; `changed`: with another body than the first time. */
+  /** Upstream published this key within INTAKE_DEDUPE_WINDOW; `changed`: with another body. */
   | { kind: 'duplicate'; merchantId: string; webhookId: string; changed?: boolean }
-  /**
-   * `handTaken`: a hand-back whose hand is its wait's current one: that wait (and its place in order) ends with the park.
-   * `places`: a copy that failed intake, and the places in order an earlier walk of it took: they end with the park.
-   */
+  /** `handTaken` (a hand-back whose hand is current) and `places` (taken by an earlier walk) end with the park. */
   | { kind: 'invalid'; code: InvalidCode; detail: string; handTaken?: HandBack; places?: OrderEnd[] }
-  /** Behind an earlier webhook of its reference: it waits (its 'ordered' wait written at intake); no attempt spent. */
+  /** Behind an earlier webhook of its reference: its 'ordered' wait is written. */
   | { kind: 'ordered' }
   /** A new event for several endpoints: each walked apart (stages/fan-out.ts), never decided itself. */
   | { kind: 'fan-out'; endpointIds: string[] }
   | { kind: 'unavailable'; why: Unavailable }
-  /** The dispatcher stopped (or the channel closed) while this delivery waited. */
+  /** The dispatcher stopped (or the channel closed) while it waited. */
   | { kind: 'stopping' }
   /** No throttle slot within reach: its place in the endpoint's queue comes in `delayMs`. */
   | { kind: 'throttled'; delayMs: number }
   /** The endpoint is at its in-flight bound and slow. */
   | { kind: 'busy' }
   | { kind: 'circuit-open'; failures: number; retryInMs: number; lastError?: string }
-  /** `breakerClosed`: it was answered through the open circuit of this endpoint (its id), which closes (its row). */
+  /** `breakerClosed`: answered through the open circuit of this endpoint (its id), which closes. */
   | { kind: 'sent'; status: number; trace?: AttemptTrace; breakerClosed?: string }
-  /**
-   * `circuitMs`: its failure opens the endpoint's circuit (its row) for that long. `answered`: a 4xx the
-   * breaker counts as reachable (not 408, 429): the endpoint is up, its circuit closed.
-   */
+  /** `circuitMs`: its failure opens the endpoint's circuit for that long. `answered`: a 4xx other than 408, 429. */
   | { kind: 'attempt-failed'; error: DeliveryFailedError; trace?: AttemptTrace; circuitMs?: number; answered?: boolean; breakerClosed?: string };
 
-/** What happens to the delivery: exactly one of these. What intake found (superseded, duplicate, invalid, ordered) is decided as it was found. */
+/** What happens to the delivery: exactly one of these. */
 export type Decision =
   | Extract<Finding, { kind: 'superseded' | 'erased' | 'duplicate' | 'invalid' | 'ordered' }>
-  /** `breakerClosed` (here, on retry and failed): the attempt was answered through the endpoint's open circuit, which closes. */
   | { kind: 'delivered'; attempt: number; status: number; breakerClosed?: string }
   | { kind: 'skipped'; why: 'webhook-disabled' | 'endpoint-disabled' | 'event-not-subscribed' }
-  /** Back to its queue untried, once (stopping). */
+  /** Back to its queue untried (stopping). */
   | { kind: 'returned' }
-  /** `error` is the detail, for operators (log lines, headers of the steps and `failed`); `errorClass` is what the merchant sees; `closesCircuit`: the endpoint answered (a 4xx), its circuit's row closes (libs/waits). */
+  /** `error` is for operators, `errorClass` what the merchant sees; `closesCircuit`: the endpoint answered (a 4xx). */
   | { kind: 'retry'; step: number; attempt: number; error: string; errorClass: AttemptErrorClass; status?: number; circuitMs?: number; closesCircuit?: boolean; breakerClosed?: string }
   | { kind: 'defer'; step: number }
-  /** Waits for the endpoint's throttle: no attempt spent, never failed for it. */
   | { kind: 'throttle'; delayMs: number }
   | { kind: 'postpone'; step: number }
   | { kind: 'failed'; reason: FailedReason; attempts: number; error: string; errorClass?: AttemptErrorClass; status?: number; attempted: boolean; closesCircuit?: boolean; breakerClosed?: string };
@@ -89,8 +80,7 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
   if (!intake) throw new Error(`decide: ${finding.kind} needs the intake`);
   switch (finding.kind) {
     case 'unavailable':
-      // One already accepted goes to failed, to be resent once it is back; a new one is not sent
-      // (spec 6.3), or invalid for a merchant nobody knows.
+      // One already accepted goes to failed, to be resent; a new one is skipped (spec 6.3), or invalid for an unknown merchant.
       if (intake.accepted) {
         return { kind: 'failed', reason: finding.why, attempts: intake.attempts, error: UNAVAILABLE_MESSAGES[finding.why], attempted: false };
       }
@@ -111,11 +101,10 @@ export function decide(finding: Finding, intake: IntakeEvent | undefined, policy
     case 'attempt-failed': {
       const attempt = intake.attempts + 1;
       const { error } = finding;
-      // Answered (a 4xx): the endpoint is up, and its circuit's row closes.
       const answered = { ...(finding.answered ? { closesCircuit: true } : {}), ...(finding.breakerClosed ? { breakerClosed: finding.breakerClosed } : {}) };
       const failed = { kind: 'failed' as const, attempts: attempt, error: error.message, errorClass: error.errorClass, status: error.status, attempted: true, ...answered };
       if (error instanceof WebhookBlockedError) return { ...failed, reason: FAILED_REASONS.blocked };
-      // A test event has a schedule of one attempt: it fails like any webhook whose attempts ran out.
+      // A test event has a schedule of one attempt.
       if (intake.test || policy.exhausted(attempt)) return { ...failed, reason: FAILED_REASONS.attemptsExhausted };
       const answer = error instanceof WebhookRejectedError ? { retryAfter: error.retryAfter, date: error.date } : {};
       const step = policy.stepAfterFailure(attempt, { status: error.status, ...answer }, now);

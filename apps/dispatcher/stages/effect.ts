@@ -17,9 +17,7 @@ const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled,
 
 /**
  * Whether a hand-back's failure closes its endpoint's circuit unanswered: nothing can be sent to the
- * endpoint, or the probe's own webhook cannot (the endpoint no longer takes its event). Left open
- * then, the row probed again a WAIT_LEASE later with the next oldest parked wait, so the webhooks
- * the endpoint still takes waited a lease for each one ahead of them that it no longer takes.
+ * endpoint, or the probe's own webhook cannot. Left open, the row would probe a lease later with the next parked wait.
  */
 function closesUnanswered(intake: IntakeEvent, reason: string): boolean {
   return UNSENDABLE.has(reason) || (intake.probe === true && reason === FAILED_REASONS.eventNotSubscribed);
@@ -37,7 +35,6 @@ export interface EffectDeps {
   failures?: FailedStore;
   /** Needed with a retry schedule. */
   waits?: WaitWriter;
-  /** An ordered webhook's end releases the next of its reference, before its ack. */
   order?: OrderGate;
   now: () => Date;
   moveBackoffMs: readonly number[];
@@ -45,14 +42,14 @@ export interface EffectDeps {
 }
 
 /**
- * The effect: carries out the decision, and settles the delivery last: exactly one ack (once its
- * wait is written or its copy confirmed in `failed` or `invalid`) or one return to the queue.
- * `record` (the delivery log's, never rejects) runs after the effect it describes, before the ack.
+ * Carries out the decision, and settles the delivery last: exactly one ack (once its wait is
+ * written or its copy confirmed in `failed` or `invalid`) or one return to the queue. `record`
+ * (never rejects) runs after the effect it describes, before the ack.
  */
 export class EffectStage {
   /** Deliveries by outcome; `ordered`: behind an earlier one of their reference; `fannedOut`: new events for several endpoints. */
   readonly stats = { delivered: 0, deferred: 0, throttled: 0, circuitOpen: 0, retried: 0, failed: 0, invalid: 0, skipped: 0, requeued: 0, superseded: 0, erased: 0, ordered: 0, duplicates: 0, fannedOut: 0 };
-  /** winston formats a message before its transports drop it by level: skip debug on the hot path. */
+  /** winston formats a message before dropping it by level: skipped on the hot path. */
   private readonly debug: boolean;
   private readonly info: boolean;
 
@@ -65,20 +62,18 @@ export class EffectStage {
     const { logger } = this.deps;
     switch (decision.kind) {
       case 'superseded':
-        // A stale hand-back of a wait: the current one is delivered. Nothing is recorded: its attempt is.
+        // Nothing is recorded: the current hand-back's attempt is.
         this.count('superseded', 'superseded', 'unknown');
         logger.info('stale copy of a wait dropped: another hand-back of it is current', { key: decision.key, ...spanLogFields(span) });
         return delivery.ack();
       case 'erased':
-        // Its merchant's data was deleted: not parked or failed with its payload, nor recorded (which
-        // would begin its log, and its failure, again); its rows (a wait, a place) went with the delete.
+        // Not parked, failed or recorded: its merchant's data was deleted, its rows with it.
         this.count('erased', 'erased', 'unknown');
         logger.info("webhook of a deleted merchant dropped", { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         return delivery.ack();
       case 'duplicate':
-        // Not recorded (the log shows it on the original), logged at debug only: a replay of a day's events would be a line each.
+        // Not recorded (the log shows the original); logged at debug, unless its body is upstream's correction.
         this.stats.duplicates++;
-        // But a body unlike the original's is upstream's correction, which the merchant never gets: said, as a parked message is.
         if (decision.changed) {
           logger.warn('repeated upstream message dropped with a body unlike its original: its key was seen within INTAKE_DEDUPE_WINDOW; publish a corrected event with a new messageId', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
         } else if (this.debug) logger.debug('repeated upstream message dropped: its key was seen within INTAKE_DEDUPE_WINDOW', { merchantId: decision.merchantId, webhookId: decision.webhookId, ...spanLogFields(span) });
@@ -89,18 +84,16 @@ export class EffectStage {
         return delivery.nack(true);
     }
     if (!intake) throw new Error(`effect: ${decision.kind} needs the intake`);
-    // A new webhook sent through the open circuit (a resend, a span over) was answered: the circuit's
-    // row closes, and with it every breaker. A hand-back's end or next wait closes it itself.
+    // A new webhook answered through the open circuit closes its row; a hand-back's end or next wait closes it itself.
     if ('breakerClosed' in decision && decision.breakerClosed && intake.hand === undefined) this.closeCircuit(intake, decision.breakerClosed, span);
     switch (decision.kind) {
       case 'ordered':
-        // Its wait was written with its admission, in the same statement that found it behind.
+        // Its wait was written with its admission.
         await record();
         this.count('ordered', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
       case 'delivered':
-        // Neither waits for the other: an ordered webhook's end is a round trip to PostgreSQL.
         await Promise.all([this.endWait(intake, 'answered'), record()]);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
@@ -119,7 +112,7 @@ export class EffectStage {
         return;
       }
       case 'throttle': {
-        // Its counters as they were: a throttled webhook spends no attempt and no deferral.
+        // A throttled webhook spends no attempt and no deferral.
         await this.wait(delivery, intake, 'throttled', this.waitingHeaders(delivery, intake), decision.delayMs, record, span);
         this.count('throttled', 'throttled', intake.event, intake.test);
         if (this.debug) logger.debug('delivery throttled', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: decision.delayMs, ...spanLogFields(span) });
@@ -128,7 +121,6 @@ export class EffectStage {
       case 'postpone': {
         const headers = this.waitingHeaders(delivery, intake);
         headers[HEADERS.postponements] = intake.postponements + 1;
-        // Parked behind the row if it is open; it never opens the row (a failure does).
         await this.wait(delivery, intake, 'circuit-open', headers, this.deps.policy.delayOf(decision.step), record, span);
         this.count('circuitOpen', 'circuit_open', intake.event, intake.test);
         if (this.debug) logger.debug('delivery postponed: circuit open', { merchantId: intake.merchantId, reference: intake.references[0], delayMs: this.deps.policy.delayOf(decision.step), ...spanLogFields(span) });
@@ -154,10 +146,8 @@ export class EffectStage {
           lastStatus: decision.status,
           lastAttemptAt: decision.attempted ? now : undefined,
         });
-        // Recorded once it is in `failed` (a move that gives up leaves no failure behind), and a
-        // wait's or a place's failure indexed too, before they end: ended first, a dispatcher killed
-        // before its record was confirmed left its redelivered copy stale (dropped as superseded) and
-        // the failure nowhere a resend finds it. Any other is indexed after its ack, not holding it.
+        // Recorded once it is in `failed`; a wait's or a place's failure indexed too, before they end
+        // (a crash between must not leave it stale and its failure unfindable). Any other is indexed after its ack.
         const ends = intake.hand !== undefined || intake.ordered === true;
         const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
@@ -197,7 +187,7 @@ export class EffectStage {
 
   /** Not waited for: left unwritten (PostgreSQL away, the dispatcher stopping), the row's next probe closes it. */
   private closeCircuit(intake: IntakeEvent, endpointId: string, span: Span | undefined): void {
-    // The endpoint it went to (a copy from before endpoints names none), and its waits' own key.
+    // The endpoint it went to, and its waits' own key ('' for a copy from before endpoints).
     for (const key of new Set([endpointId, intake.endpointId ?? ''])) {
       this.deps.waits?.closeCircuit({ merchantId: intake.merchantId, endpointId: key }).catch((err: unknown) => {
         this.deps.logger.warn("circuit's row not closed; its next probe closes it", { merchantId: intake.merchantId, endpointId: key, error: (err as Error)?.message, ...spanLogFields(span) });
@@ -223,7 +213,7 @@ export class EffectStage {
     return copyHeaders(message.properties.headers, { from: 'delivery', fromUpstream: message.fields.exchange === this.deps.names.events });
   }
 
-  /** What every copy of this webhook carries, whatever happens next: its id, first sight, order mark and endpoint. */
+  /** What every copy of this webhook carries. */
   private baseHeaders(delivery: Pick<Delivery, 'message'>, intake: IntakeEvent): ScalarHeaders {
     return {
       ...this.carried(delivery),
@@ -244,29 +234,23 @@ export class EffectStage {
     return { ...this.baseHeaders(delivery, intake), ...webhookHeaders(intake.merchantId, intake.event, intake.webhookId, intake.references) };
   }
 
-  /**
-   * One endpoint's share of a fanned-out message that its walk could not settle: a copy for that
-   * endpoint to dispatch (x-endpoint-id; same bytes, webhook-id, first-seen time). True when handed on.
-   */
+  /** A fan-out share its walk could not settle: a copy for that endpoint to dispatch. True when handed on. */
   handOn(delivery: Delivery, intake: IntakeEvent, span: Span | undefined): Promise<boolean> {
     return this.move(delivery, this.deps.names.dispatch, this.baseHeaders(delivery, intake), intake.event, span);
   }
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack, places: readonly OrderEnd[] = []): Promise<void> {
     const { message } = delivery;
-    // An ordered head parked ends its place in the order (after the move, before the ack), or its
-    // reference waits for ever. So does a hand-back whose hand is current, and its wait ends (known
-    // from our headers when it failed intake): left, it was handed back every lease to be parked
-    // again, for ever. Any other hand-back's wait is someone else's (stale), or unknown (PostgreSQL
-    // did not answer): its lease hands it back. Nothing is recorded: a parked message is in no merchant's log (its merchant may not exist, or exist only
-    // later, when its 'invalid' record would show the webhook requeued and delivered as failed).
-    // A copy that failed intake ends the places an earlier walk of it took (`places`, stages/orphaned-places.ts) the same way.
+    // An ordered head parked ends its place (after the move, before the ack), or its reference waits
+    // for ever; a hand-back whose hand is current ends its wait, or it is parked again every lease;
+    // a copy that failed intake ends the places an earlier walk took. Nothing is recorded: a parked
+    // message is in no merchant's log.
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
     const order = this.deps.order;
     const settle = async () => {
       await Promise.all([ends && this.endWait(ends), ...(order ? places.map((place) => order.end(place)) : [])]);
     };
-    // Headers too large to publish (intake parks the message for them) cannot go with it either.
+    // Headers too large to publish cannot go with it either.
     const carried = this.carried(delivery);
     const moved = await this.move(delivery, this.deps.names.invalid, {
       ...(foreignHeaderBytes(carried) > MAX_FOREIGN_HEADER_BYTES ? {} : carried),
@@ -274,7 +258,6 @@ export class EffectStage {
       [HEADERS.invalidReason]: `${code}: ${detail}`.slice(0, 1000),
       [HEADERS.invalidAt]: this.deps.now().toISOString(),
       [HEADERS.originalRoutingKey]: message.fields.routingKey,
-      // One endpoint's share of a fanned-out message: its copy names that endpoint.
       ...(intake?.endpointId !== undefined ? { [HEADERS.endpointId]: intake.endpointId } : {}),
     }, 'unknown', span, settle);
     if (!moved) return;
@@ -283,12 +266,9 @@ export class EffectStage {
   }
 
   /**
-   * A park that threw, after an unexpected error: never handed back to `dispatch`, where the same
-   * error and the same park met it again at once, up to the delivery limit (a loop of requeues).
-   * Its channel gone, the broker gives it again once, as after any move; a fan-out's share goes back
-   * to its fan-out, which hands that endpoint on as a copy of its own. Else it is rejected: the
-   * broker dead-letters it to `invalid` (dispatch's dead-letter route, at-least-once: kept until
-   * `invalid` takes it), where `webhooks invalid list` shows it as internal-error.
+   * A park that threw, after an unexpected error: never requeued to `dispatch` (a loop). A fan-out's
+   * share goes back to its fan-out, which hands it on; else it is rejected, and the broker
+   * dead-letters it to `invalid` (at-least-once).
    */
   unparked(delivery: Delivery, share: boolean, err: unknown, span: Span | undefined): void {
     const error = String((err as Error)?.message ?? err);
@@ -306,12 +286,11 @@ export class EffectStage {
   private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number, closesCircuit?: boolean): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
-    // As for a move: its channel gone, the broker has returned it, and its redelivery is the one that waits.
+    // Its channel gone, its redelivery is the one that waits.
     if (!delivery.live) {
       this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId, ...spanLogFields(span) });
       return;
     }
-    // With tracing on, the wait carries a producer span's context: its hand-back continues the trace.
     await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
       ...waitKeyOf(intake),
       hand: intake.hand ?? 0,
@@ -322,10 +301,8 @@ export class EffectStage {
       content: intake.hand === undefined ? delivery.message.content : undefined,
       spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
       circuitMs,
-      // The probe's failure moves its open row's probe time; no other failure does.
       ...(circuitMs !== undefined && intake.probe ? { probe: true } : {}),
-      // A hand-back's, as a delivered one's end closes it: a first attempt writes nothing when
-      // delivered, and a 4xx one would make every batch of a merchant that refuses all a transaction.
+      // A hand-back's only: a first attempt's would make each batch of a merchant that refuses all a transaction.
       ...(closesCircuit && intake.hand !== undefined ? { closesCircuit } : {}),
     }));
     await record();
@@ -333,14 +310,10 @@ export class EffectStage {
   }
 
   /**
-   * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the
-   * endpoint's circuit (WaitEnd), `answered` or not (its breakers keep their failures). An ordered webhook releases the next of its reference first: a
-   * crash between leaves the wait to hand it back (at least once), whereas the other way round its
-   * redelivery would be dropped as stale and its reference stuck behind it. An end PostgreSQL
-   * refuses (a constraint, a trigger) leaves the outcome as it is: parked again as an unexpected
-   * error, each lease's copy was three in invalid; the wait's takes bound its hand-backs (WAIT_TAKE_LIMIT).
-   * A copy moved back from invalid ends its key's wait only if spent (hand 0): that wait's copy was
-   * parked as wait-not-ended, and nothing else ends it (its circuit closes as a first attempt's does).
+   * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the endpoint's
+   * circuit (WaitEnd). An ordered webhook releases the next of its reference first: a crash between
+   * leaves the wait to hand it back. An end PostgreSQL refuses leaves the outcome as it is (the takes
+   * bound its hand-backs, WAIT_TAKE_LIMIT). A copy moved back from invalid ends its key's wait only if spent (hand 0).
    */
   private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
@@ -365,7 +338,6 @@ export class EffectStage {
       ack: () => delivery.ack(),
       nack: (requeue) => delivery.nack(requeue),
     };
-    // With tracing on, the copy carries a producer span's context: the next delivery continues the trace.
     const result = await publishIn(span, queue, base, webhookId ?? '', () => moveMessage(this.deps.broker, held, queue, {
       backoffMs: this.deps.moveBackoffMs,
       webhookId,
@@ -386,7 +358,7 @@ export function waitKeyOf(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' |
   return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
 }
 
-/** A webhook's fields for a log line, built only where one is written (the endpoint tells two endpoints' lines apart). */
+/** A webhook's fields for a log line, built only where one is written. */
 function logFields(intake: IntakeEvent) {
   return { merchantId: intake.merchantId, endpointId: intake.endpointId, event: intake.event, reference: intake.references[0], webhookId: intake.webhookId };
 }

@@ -3,39 +3,29 @@ import { ANSWERS_KEPT, mostlyFailed, noteAnswer, type RecentAnswers } from './re
 
 export interface EndpointGuardOptions {
   maxInFlight: number;
-  /** Requests in flight to all endpoints together at most (DISPATCH_CONCURRENCY); unbounded when absent. */
+  /** DISPATCH_CONCURRENCY; unbounded when absent. */
   maxTotalInFlight?: number;
-  /**
-   * Requests in flight for one of a merchant's endpoints (by its id), whatever its URLs; unbounded
-   * when absent. The per-URL bound alone lets an endpoint whose URL changes take one share per URL.
-   */
+  /** Per endpoint id, across its URLs: a per-URL bound alone gives an endpoint whose URL changes one share per URL. */
   maxPerMerchant?: number;
   failureThreshold: number;
-  /** Answers remembered per endpoint (at most 30; default ANSWERS_KEPT): the threshold's failures in a row open its circuit when at least half of them failed. */
+  /** Answers remembered per endpoint (at most 30; default ANSWERS_KEPT). */
   failureWindow?: number;
-  /** How long a circuit this dispatcher opens stays open before its row's probe; doubles while probes fail. */
+  /** Before its row's probe; doubles while probes fail. */
   cooldownMs: number;
   maxCooldownMs: number;
-  /**
-   * Endpoints remembered at most, besides those busy and those whose circuit is open: past it the
-   * least recently used idle ones with a closed circuit are forgotten (one forgotten starts again closed).
-   */
+  /** Past it, the least recently used idle endpoints with a closed circuit are forgotten. */
   maxEndpoints?: number;
   now?: () => number;
 }
 
 /**
- * How an attempt ended for the breaker. `rejected` (a 4xx other than 408 and 429) counts as
- * reachable, like a success: the breaker guards against endpoints that are down or slow.
- * `unused`: the slot given back unsent; breaker and latency untouched.
+ * `rejected` (a 4xx other than 408 and 429) counts as reachable: the breaker guards against endpoints
+ * that are down or slow. `unused`: the slot given back unsent; breaker and latency untouched.
  */
 export type AttemptResult = 'succeeded' | 'failed' | 'rejected' | 'unused';
 
 export type Admission =
-  /**
-   * `release` returns the cooldown this attempt's failure opens the endpoint's circuit for (its
-   * row's; 0: it opens nothing); `closedCircuit`, set by it: this answer closes the open circuit.
-   */
+  /** `release` returns the cooldown its failure opens the circuit's row for (0: none); it sets `closedCircuit`. */
   | { kind: 'send'; release(result: AttemptResult, error?: string): number; closedCircuit?: boolean }
   /** The circuit is open: postpone; `retryInMs` is when it lets a probe through. */
   | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
@@ -44,58 +34,54 @@ export type Admission =
 
 interface EndpointState {
   started: number[];
-  /** Its attempts that failed in a row here: this many open its circuit (a row in PostgreSQL), with most of `recent`. */
+  /** Failed in a row here. */
   failures: number;
   recent: RecentAnswers;
-  /** Its circuit as its row last said (CircuitRows): open while > 0, its probe due then (this process's clock). */
+  /** As its row last said (CircuitRows): open while > 0, its probe due then. */
   openUntil: number;
-  /** The row's cooldown: a failed probe doubles it. */
   cooldownMs: number;
-  /** Its row closed with no answer (nothing left to probe with): the next delivery is as good as a probe. */
+  /** Its row closed with no answer: the next delivery is as good as a probe. */
   unanswered: boolean;
   latencyMs: number | undefined;
   waiters: Waiter[];
-  /** Its deliveries waiting in the process's line: its line too, for setAside(). */
+  /** Its deliveries waiting in the process's line. */
   blocked: number;
   lastError?: string;
-  /** When the oldest request was first seen past the slow threshold, and since when the loop polled (0: not): slowIn(). */
+  /** slowIn()'s: when the oldest request was first seen past the threshold, and since when the loop polled (0: not). */
   suspectedAt: number;
   polledFrom: number;
 }
 
 /** One of a merchant's endpoints' share (by its id), across its URLs. */
 interface MerchantState {
-  /** Start times of its requests in flight, to any of its URLs, oldest first. */
   started: number[];
   /** Deliveries whose endpoint has room while the share is at its bound. */
   waiters: Waiter[];
-  /** The URL it sent to last: a new one takes its circuit (moved()). */
+  /** The URL it sent to last (moved()). */
   endpoint: EndpointState | undefined;
 }
 
-/** A waiting delivery's wake-up, with its arrival number (the oldest goes first) and, in the process's line, its endpoint (nextBlocked()). */
+/** A waiting delivery's wake-up, with its arrival number and, in the process's line, its endpoint. */
 type Waiter = (() => void) & { readonly since: number; readonly endpoint?: EndpointState };
 
-/** How long an endpoint's line waiting in memory may take to clear, past its share (lineLong()). */
+/** How long an endpoint's line waiting in memory may take to clear (lineLong()). */
 const LINE_CLEARS_MS = 1_000;
 
-/** An endpoint at its bound is slow past this, or four times its usual latency if longer (slowIn()). */
+/** An endpoint at its bound is slow past this, or four times its usual latency if longer. */
 const SLOW_AFTER_MS = 100;
 
 /**
  * Per-endpoint bulkhead and circuit breaker, so one merchant whose server hangs or fails cannot
  * take the dispatcher's connections and prefetch slots from the others. The circuit is its row in
- * PostgreSQL (libs/waits): this dispatcher's failures open it there, an answer through it closes it
- * there, and what the row says comes back by openCircuit() and closeCircuit() (CircuitRows). Held
- * here as the row last said, never opened or closed by this process on its own: two copies that
- * each decided disagreed (a breaker's own cooldown parked what its row had let go).
+ * PostgreSQL (libs/waits), the one copy that decides: failures here open it there, an answer
+ * through it closes it there, and the row comes back by openCircuit() and closeCircuit() (CircuitRows).
  */
 export class EndpointGuards {
-  /** In order of last use, the least recent first (a use re-inserts). */
+  /** In order of last use, the least recent first. */
   private readonly endpoints = new Map<string, EndpointState>();
-  /** Their keys by circuit (circuitOf), each added and deleted with its endpoint: closeCircuit() checked every one. */
+  /** Their keys by circuit (circuitOf), for closeCircuit(). */
   private readonly circuits = new Map<string, Set<string>>();
-  /** The last used, already last in that order: most deliveries come in runs, so no lookup. */
+  /** The last used: most deliveries come in runs, so no lookup. */
   private latestEndpoint: string | undefined;
   private latestState: EndpointState | undefined;
   private readonly now: () => number;
@@ -117,7 +103,7 @@ export class EndpointGuards {
     this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
   }
 
-  /** Requests in flight for a merchant now, to all its endpoints (a metric, a test). */
+  /** Requests in flight for a merchant now, to all its endpoints. */
   merchantInFlight(merchantId: string): number {
     let total = 0;
     for (const [share, state] of this.merchants) if (share === merchantId || share.startsWith(endpointKey(merchantId, ''))) total += state.started.length;
@@ -138,10 +124,9 @@ export class EndpointGuards {
   }
 
   /**
-   * Admits a delivery: send now, postpone (open circuit), defer (slow endpoint at its bound), or
-   * wait for a slot. `force` sends through an open circuit (a resend: the merchant says it is
-   * fixed); `probe` (the row's probe) too, past the endpoint's bound, and its failure doubles the
-   * cooldown. Undefined when `stopped` turns true (stopping, its channel gone) while waiting.
+   * Send now, postpone (open circuit), defer (slow endpoint at its bound), or wait for a slot.
+   * `force` sends through an open circuit (a resend); `probe` (the row's probe) too, past the
+   * endpoint's bound, and its failure doubles the cooldown. Undefined when `stopped` turns true while waiting.
    */
   async acquire(
     endpoint: string,
@@ -156,29 +141,26 @@ export class EndpointGuards {
       const state = this.state(endpoint);
       const merchant = this.merchant(shareOf(request.merchantId, request.endpointId));
       if (merchant.endpoint !== state) this.moved(merchant, state);
-      // Open: postponed until the row's probe, which comes from its scheduler (`probe`), not from here.
+      // Open: postponed until the row's probe, which comes from its scheduler.
       if (state.openUntil > 0 && !request.force && !request.probe) return this.leave(state, merchant, this.openAnswer(state));
       const probe = request.probe === true;
       if ((probe || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
         if (this.total < this.maxTotal) return this.send(state, merchant, probe);
-        // The endpoint has room but the process has none: wait for any request to end, unless its
-        // line (there and here) is long: unbounded, a busy endpoint's deliveries filled the prefetch.
+        // The process has no room: wait for any request to end, unless the endpoint's line is long
+        // (a busy endpoint's deliveries would fill the prefetch).
         if (this.setAside(state, state.waiters.length + state.blocked, request)) return this.leave(state, merchant, { kind: 'defer' });
         state.blocked++;
         await new Promise<void>((resolve) => this.waitForRoom(Object.assign(resolve, { since, endpoint: state })));
         state.blocked--;
         continue;
       }
-      // At the endpoint's bound, or its share's (requests on other URLs, usually one it left):
-      // slow is judged on those requests, the oldest first (the share's against this URL's latency).
+      // At the endpoint's bound, or its share's (requests on other URLs): slow is judged on those requests.
       const full = probe || state.started.length < this.options.maxInFlight ? undefined : state;
       const slowIn = full ? this.slowIn(full) : merchant.started[0]! + this.threshold(state) - this.now();
       if (slowIn <= 0 && canDefer) return this.leave(state, merchant, { kind: 'defer' });
       const waiters = full ? full.waiters : merchant.waiters;
-      // Each waiting delivery holds a prefetch slot: a slow-but-in-time endpoint once held them all.
-      // At a long line one that may be set aside is; one whose span ran out (sent through an open
-      // circuit) fails as the circuit would have it, or a dead endpoint's postponed webhooks each
-      // wait for their timeout. The circuit is asked again: it may have closed meanwhile.
+      // Each waiting delivery holds a prefetch slot: at a long line one that may be set aside is,
+      // and one whose span ran out (sent through an open circuit) fails as the circuit would have it.
       const waiting = full ? full.waiters.length + full.blocked : waiters.length;
       if (request.spanOver && state.openUntil > 0 && this.lineLong(full ?? state, waiting)) return this.leave(state, merchant, this.openAnswer(state));
       if (this.setAside(full ?? state, waiting, request)) return this.leave(state, merchant, { kind: 'defer' });
@@ -197,11 +179,7 @@ export class EndpointGuards {
     }
   }
 
-  /**
-   * Leaving without a slot, it may be the one a freed slot woke: the first of each line with room
-   * is woken in its stead. Else a free slot went unused until an unrelated request ended, and a
-   * share's line with no deferral left (hence no timer) slept for ever.
-   */
+  /** Leaving without a slot, it may be the one a freed slot woke: the first of each line with room is woken in its stead. */
   private leave<T extends Admission | undefined>(state: EndpointState | undefined, merchant: MerchantState | undefined, admission: T): T {
     if (state && state.started.length < this.options.maxInFlight) state.waiters[0]?.();
     if (merchant && merchant.started.length < this.maxPerMerchant) merchant.waiters[0]?.();
@@ -209,63 +187,48 @@ export class EndpointGuards {
     return admission;
   }
 
-  /**
-   * Long: half its share or more waiting, which its usual latency would not clear within
-   * LINE_CLEARS_MS. At a whole share waiting, two endpoints held the whole prefetch.
-   */
+  /** Long: half its share or more waiting, which its usual latency would not clear within LINE_CLEARS_MS. */
   private lineLong(state: EndpointState, waiting: number): boolean {
     const clearsInMs = ((waiting + 1) / this.options.maxInFlight) * (state.latencyMs ?? 0);
     return waiting >= Math.ceil(this.options.maxInFlight / 2) && clearsInMs > LINE_CLEARS_MS;
   }
 
-  /**
-   * At a long line one that may be set aside is. Its deferrals spent, it may wait in a line twice
-   * as long, then is set aside all the same: an overrun endpoint's webhooks held every prefetch slot.
-   */
+  /** At a long line one that may be set aside is; its deferrals spent, at a line twice as long. */
   private setAside(state: EndpointState, waiting: number, request: { canDefer: boolean; deferralsSpent?: boolean }): boolean {
     if (!this.lineLong(state, waiting)) return false;
     return request.canDefer || (request.deferralsSpent === true && waiting >= 2 * Math.ceil(this.options.maxInFlight / 2));
   }
 
-  /** In the process's line by age: one woken from its endpoint's line to find the process full keeps its place. */
+  /** In the process's line by age: one woken to find the process full keeps its place. */
   private waitForRoom(waiter: Waiter): void {
     let at = this.blocked.length;
     while (at > 0 && this.blocked[at - 1]!.since > waiter.since) at--;
     this.blocked.splice(at, 0, waiter);
   }
 
-  /**
-   * Which of the process's line a free slot goes to: the oldest whose endpoint's last answer did not
-   * fail, else the oldest. By age alone, a merchant's twenty hanging endpoints (each its own share)
-   * had every slot until their circuits opened: another merchant's webhooks waited 40 s, not a timeout.
-   */
+  /** Which of the process's line a free slot goes to: the oldest whose endpoint is not failing, else the oldest. */
   private nextBlocked(): number {
     const at = this.blocked.findIndex((waiter) => !waiter.endpoint || waiter.endpoint.failures === 0);
     return at < 0 ? 0 : at;
   }
 
-  /** Wakes every delivery waiting for a slot, so a stopping dispatcher can hand them back. */
+  /** So a stopping dispatcher can hand them back. */
   wakeAll(): void {
     for (const state of this.endpoints.values()) for (const wake of [...state.waiters]) wake();
     for (const merchant of this.merchants.values()) for (const wake of [...merchant.waiters]) wake();
     for (const wake of this.blocked.splice(0)) wake();
   }
 
-  /** Endpoints whose circuit is open now, as labels safe to show: origin and merchant, never the path. */
+  /** As labels safe to show: origin and merchant, never the path. */
   openEndpoints(): string[] {
-    return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpointLabel(endpoint));
+    return this.openKeys().map(endpointLabel);
   }
 
-  /** The endpoints whose circuit is open here, by key: those a snapshot of the rows may close. */
   openKeys(): string[] {
     return [...this.endpoints].filter(([, state]) => state.openUntil > 0).map(([endpoint]) => endpoint);
   }
 
-  /**
-   * The endpoint's row is open (opened, or its probe failed): its next probe in `probeInMs`, after
-   * `cooldownMs`. An endpoint not seen yet is remembered open. Deliveries waiting for its slots are
-   * woken to be postponed, not one per request that ends (minutes apart while probes fail).
-   */
+  /** The endpoint's row is open: its next probe in `probeInMs`. Deliveries waiting for its slots are woken to be postponed. */
   openCircuit(endpoint: string, cooldownMs: number | undefined, probeInMs: number): void {
     const state = this.state(endpoint);
     const was = state.openUntil;
@@ -275,13 +238,10 @@ export class EndpointGuards {
   }
 
   /**
-   * The endpoint's row closed. `answered` (the endpoint answered a dispatcher): its failures and
-   * cooldown start over. Else (no wait left to probe with, or turned off) it answered nothing: one
-   * failure opens it again, as a failed probe would (the cooldown doubled).
+   * The endpoint's row closed, for all its URLs. `answered`: its failures and cooldown start over.
+   * Else one failure opens it again, as a failed probe would.
    */
   closeCircuit(endpoint: string, answered: boolean): void {
-    // The row is the endpoint's, whatever its URL: a URL it left keeps no circuit of its own, or
-    // moving back there (or a close that named its URL of the moment) found it open, with no row to close it.
     for (const key of this.circuits.get(circuitOf(endpoint)) ?? []) {
       const state = this.endpoints.get(key)!;
       state.openUntil = 0;
@@ -293,7 +253,7 @@ export class EndpointGuards {
     }
   }
 
-  /** The row's probe time (this process's clock) while the endpoint's circuit is open (it turns every delivery away but the row's probe and a forced one); 0 when closed. */
+  /** The row's probe time while the endpoint's circuit is open; 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
@@ -305,8 +265,7 @@ export class EndpointGuards {
   /**
    * How long until the endpoint counts as slow (≤ 0: it does): its oldest request past the
    * threshold, and still unanswered after the threshold again with the event loop free to read the
-   * answer. Its age alone counted the process's own stalls (a fresh prefetch's burst, a loaded
-   * machine) against a fast endpoint.
+   * answer, so the process's own stalls do not count against a fast endpoint.
    */
   private slowIn(state: EndpointState): number {
     const now = this.now();
@@ -330,11 +289,7 @@ export class EndpointGuards {
     return Math.max(SLOW_AFTER_MS, 4 * (state.latencyMs ?? 0));
   }
 
-  /**
-   * The share sends to another URL than last time: the new one takes its circuit when that is the
-   * more open, so a URL change does not close a circuit (its row, by the endpoint's id, stays open).
-   * Always a URL of this merchant's own (endpointOf): another merchant's circuit there is not touched.
-   */
+  /** The share sends to another URL than last time: the new one takes its circuit when that is the more open. */
   private moved(merchant: MerchantState, state: EndpointState): void {
     const previous = merchant.endpoint;
     merchant.endpoint = state;
@@ -354,8 +309,7 @@ export class EndpointGuards {
         pruneIdle(
           this.merchants,
           this.maxEndpoints,
-          (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0,
-          (merchant) => !merchant.endpoint || merchant.endpoint.openUntil === 0,
+          (merchant) => merchant.started.length === 0 && merchant.waiters.length === 0 && (!merchant.endpoint || merchant.endpoint.openUntil === 0),
           (merchantId) => {
             if (this.latestMerchantId === merchantId) this.latestMerchantId = this.latestMerchant = undefined;
           },
@@ -384,9 +338,9 @@ export class EndpointGuards {
         this.total--;
         const took = this.now() - start;
         if (result !== 'unused') state.latencyMs = state.latencyMs === undefined ? took : 0.8 * state.latencyMs + 0.2 * took;
-        // Its oldest request now answered in time: a later suspicion starts over (slowIn()).
+        // Its oldest request now answered in time: a later suspicion starts over.
         if (state.suspectedAt !== 0 && (state.started.length === 0 || state.started[0]! + this.threshold(state) > this.now())) state.suspectedAt = 0;
-        // What it opens or closes is written to the row, which says so to every dispatcher (this one too).
+        // What it opens or closes is written to the row, which tells every dispatcher (this one too).
         let opens = 0;
         if (result !== 'unused') noteAnswer(state.recent, result === 'failed', this.options.failureWindow ?? ANSWERS_KEPT);
         if (result === 'succeeded' || result === 'rejected') {
@@ -400,8 +354,7 @@ export class EndpointGuards {
           else if (state.failures >= this.options.failureThreshold && state.openUntil === 0 && mostlyFailed(state.recent)) opens = state.cooldownMs;
         }
         // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
-        // the process's line (the endpoint's own first let two busy endpoints keep every slot); the
-        // others woken wait again by age.
+        // the process's line; the others woken wait again by age.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         const own = endpointWaiter ?? merchantWaiter;
@@ -423,13 +376,11 @@ export class EndpointGuards {
       this.endpoints.delete(endpoint);
       this.endpoints.set(endpoint, state);
     } else {
-      // Busy endpoints (in flight, waiting) are never forgotten.
       if (this.endpoints.size >= this.maxEndpoints) {
         pruneIdle(
           this.endpoints,
           this.maxEndpoints,
-          (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0,
-          (state) => state.openUntil === 0,
+          (state) => state.started.length === 0 && state.waiters.length === 0 && state.blocked === 0 && state.openUntil === 0,
           (endpoint) => {
             const circuit = circuitOf(endpoint);
             const keys = this.circuits.get(circuit)!;
@@ -451,22 +402,21 @@ export class EndpointGuards {
 
 /**
  * Deletes idle entries whose circuit is closed, least recently used first, down to 90% of `bound`
- * (so pruning runs once a tenth of it, not on every new URL). An open one is kept, however many:
- * they are as many as the open rows, and one forgotten sent to an endpoint its row held shut
- * (nothing announces the row again until it closes, or the LISTEN starts again).
+ * (so pruning runs once a tenth of it). An open one is kept: forgotten, it sent to an endpoint its
+ * row held shut (nothing announces the row again until it closes).
  */
-function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, closed: (value: T) => boolean, forgotten: (key: string) => void): void {
+function pruneIdle<T>(map: Map<string, T>, bound: number, idle: (value: T) => boolean, forgotten: (key: string) => void): void {
   const target = Math.floor(bound * 0.9);
   for (const [key, value] of map) {
     if (map.size <= target) return;
-    if (idle(value) && closed(value)) {
+    if (idle(value)) {
       map.delete(key);
       forgotten(key);
     }
   }
 }
 
-/** The key of a share: the merchant's endpoint by its id (a merchant without ids has one share). */
+/** A merchant without endpoint ids has one share. */
 function shareOf(merchantId: string, endpointId: string | undefined): string {
   return endpointId === undefined ? merchantId : endpointKey(merchantId, endpointId);
 }

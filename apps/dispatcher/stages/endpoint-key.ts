@@ -12,27 +12,23 @@ export function endpointOfKey(key: string): { merchantId: string; endpointId: st
 }
 
 /**
- * An endpoint is the merchant's webhook URL, not its server: platforms host many merchants' hooks
- * on one origin, and one sub-merchant's broken path must not open the circuit for the others. Nor
- * is it the URL alone: a merchant pointing its endpoint at another's URL (whose server answers its
- * unverifiable webhooks 500) opened that merchant's circuit and held its webhooks. Nor the
- * merchant and URL without the endpoint's id: the circuit is the endpoint's row, and an endpoint
- * given the URL of another (deleted, or moved) found that one's circuit there, held open for ever.
+ * A breaker's key: merchant, endpoint id and URL. Not the server (platforms host many merchants'
+ * hooks on one origin), nor the URL alone (a merchant pointing at another's URL would open that
+ * one's circuit), nor without the id (the circuit is the endpoint's row).
  */
 export function endpointOf(merchantId: string, endpointId: string, url: string): string {
   return `${merchantId}\u001f${endpointId}\u001f${URL.canParse(url) ? new URL(url).href : url}`;
 }
 
-/** The start of the keys of one endpoint's URLs (endpointOf), which share its circuit; a key not made by endpointOf is its own. */
+/** The start of the keys of one endpoint's URLs, which share its circuit; a key not made by endpointOf is its own. */
 export function circuitOf(endpoint: string): string {
   const merchantEnd = endpoint.indexOf('\u001f');
   const endpointEnd = merchantEnd < 0 ? -1 : endpoint.indexOf('\u001f', merchantEnd + 1);
   return endpointEnd < 0 ? endpoint : endpoint.slice(0, endpointEnd + 1);
 }
 
-/** An endpoint as a metric label: its URL's origin and its merchant (endpointOf's key). */
+/** An endpoint as a metric label: its URL's origin and its merchant. */
 export function endpointLabel(endpoint: string): string {
-  // The merchant first, the URL last (ids hold no unit separator, a normalised URL no raw control character).
   const first = endpoint.indexOf('\u001f');
   const url = endpoint.slice(endpoint.lastIndexOf('\u001f') + 1);
   const origin = URL.canParse(url) ? new URL(url).origin : url;

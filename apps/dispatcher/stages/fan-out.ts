@@ -6,10 +6,7 @@ import { unavailableOf } from './admission.js';
 import type { Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
-/**
- * Which endpoint a message without x-endpoint-id is for: its one matching endpoint, several (a
- * 'fan-out': fanOut), or none (why).
- */
+/** Which endpoint a message without x-endpoint-id is for: its one matching endpoint (set), several ('fan-out'), or none. */
 export function route(intake: IntakeEvent, merchants: MerchantDirectory): Finding | undefined {
   if (intake.endpointId !== undefined) return undefined;
   if (intake.merchantId === PLATFORM_MERCHANT_ID) {
@@ -19,7 +16,7 @@ export function route(intake: IntakeEvent, merchants: MerchantDirectory): Findin
   // Accepted before events were fanned out (its wait keyed ''): admission sends it to the merchant's first endpoint.
   if (intake.accepted) return undefined;
   const merchant = merchants.byId(intake.merchantId);
-  // Parked (unknown-merchant) by decide, as admission would: before intake's key check, which it skips.
+  // Parked (unknown-merchant) by decide, before intake's key check, which it skips.
   if (!merchant) return { kind: 'unavailable', why: 'merchant-removed' };
   // Most merchants have one endpoint: no list made per delivery for them.
   const only = merchant.endpoints.length === 1 ? merchant.endpoints[0]! : undefined;
@@ -36,11 +33,7 @@ export function route(intake: IntakeEvent, merchants: MerchantDirectory): Findin
   return { kind: 'unavailable', why: unavailableOf(merchant.endpoints) };
 }
 
-/**
- * One endpoint's share of a fanned-out message: its ack says that endpoint is done. A nack with
- * requeue is 'returned': requeueing the original would deliver the others again, so fanOut hands
- * that endpoint on instead.
- */
+/** One endpoint's share of a fanned-out message. A nack with requeue is 'returned': fanOut hands that endpoint on. */
 class EndpointShare implements Delivery {
   state: 'held' | 'done' | 'returned' = 'held';
 
@@ -65,10 +58,9 @@ class EndpointShare implements Delivery {
 
 /**
  * A new event for several endpoints: each endpoint's walk at once, on its own copy of the intake;
- * the original acked only when every endpoint's effect is done. An endpoint whose walk returned its
- * share is handed on (`handOn`: its own copy to `dispatch`), so that those already done are not
- * delivered again, as holding the original would end in. Only a copy the broker does not take
- * either returns the original (its redelivery may send the others again, never none).
+ * the original acked once every endpoint's effect is done. A share returned is handed on (its own
+ * copy to `dispatch`), so those done are not delivered again; only a copy the broker does not take
+ * returns the original.
  */
 export async function fanOut(
   original: Delivery,
@@ -80,13 +72,13 @@ export async function fanOut(
   const shares = endpointIds.map(() => new EndpointShare(original));
   const intakes = endpointIds.map((endpointId): IntakeEvent => ({ ...intake, endpointId }));
   await Promise.all(shares.map((share, i) => walk(share, intakes[i]!)));
-  // Its channel gone, the broker has returned the original: its redelivery walks every endpoint again.
+  // Its channel gone, the broker has returned the original.
   if (!original.live) return;
   const handing: Promise<unknown>[] = [];
   shares.forEach((share, i) => {
     if (share.state === 'done') return;
     share.state = 'held';
-    // A fresh copy of the intake: the walk's marks (ordered, a place it gave back) are not the copy's.
+    // A fresh copy of the intake: the walk's marks are not the copy's.
     handing.push(handOn(share, { ...intake, endpointId: endpointIds[i]! }));
   });
   if (handing.length > 0) await Promise.all(handing);

@@ -7,25 +7,20 @@ import { waitKeyOf } from './effect.js';
 import type { HandBack, IntakeEvent } from './intake.js';
 
 /**
- * The takes of waits handed back (libs/waits WaitTaker): only a wait's current hand comes to an
- * attempt, and a wait taken past WAIT_TAKE_LIMIT times with no attempt's outcome rewriting or ending
- * it is parked (its row left out of the pick by that take). A hand-back is a new message each
- * lease, which dispatch's delivery limit never counts: without this, a wait whose end PostgreSQL
- * refused, or whose attempt killed its dispatcher, came back every WAIT_LEASE for ever.
+ * The takes of waits handed back (WaitTaker): only a wait's current hand comes to an attempt, and a
+ * wait taken past WAIT_TAKE_LIMIT times with no outcome rewriting or ending it is parked; a
+ * hand-back is a new message each lease, which dispatch's delivery limit never counts.
  */
 export class HandBackTakes {
   private readonly taker: WaitTaker;
-  /** The walks whose take was counted here: one given back untried is uncounted (untake). */
+  /** The walks whose take was counted here (untake). */
   private readonly counted = new WeakSet<IntakeEvent>();
 
   constructor(private readonly waits: { store: WaitStore; writer: WaitWriter }, leaseMs: number, private readonly logger: Logger, private readonly stopping: () => boolean) {
     this.taker = new WaitTaker(waits.store, leaseMs);
   }
 
-  /**
-   * The take, and the end of an ordered wait whose place ended (a dispatcher killed between the
-   * two ends): stale. Its end refused, the row's takes bound its hand-backs as any other's.
-   */
+  /** The take; a wait whose place ended (a dispatcher killed between the two ends) is ended: stale. */
   private async took(handBack: HandBack, again = false): Promise<TakeResult> {
     const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand, again });
     if (took !== 'ended') return took;
@@ -37,11 +32,10 @@ export class HandBackTakes {
   }
 
   /**
-   * Undefined: taken to its attempt. Else what ends its walk: superseded (a stale copy), or parked
-   * (spent). PostgreSQL not answering, or refusing its row alone (WriteRefusedError), takes it anyway
-   * (a duplicate is better than a webhook held back), but not an ordered one: a stale copy after its
-   * successor would be out of order, so it is held until PostgreSQL takes it. `again`: the retake of
-   * one that waited for its slot, its lease renewed but not counted (one hand-back, one take).
+   * Undefined: taken to its attempt. Else what ends its walk: superseded, or parked (spent).
+   * PostgreSQL not answering or refusing its row takes it anyway (a duplicate is better than a
+   * webhook held back), but an ordered one is held until PostgreSQL takes it. `again`: the retake of
+   * one that waited for its slot, its lease renewed but not counted.
    */
   async take(intake: IntakeEvent, hand: number, span: Span | undefined, again = false): Promise<Finding | undefined> {
     for (let tries = 0; ; tries++) {
@@ -65,10 +59,8 @@ export class HandBackTakes {
   }
 
   /**
-   * A hand-back taken and given back untried (its dispatcher stopping, or its channel gone while it
-   * waited for its slot): its take came to no attempt and is not counted. Counted, its redelivered
-   * copy's take was a second, and rolling restarts alone walked its wait to the park. PostgreSQL not
-   * answering (or refusing the row) leaves it counted: it is given back all the same.
+   * A hand-back given back untried: its take is not counted, or rolling restarts alone would walk its
+   * wait to the park. PostgreSQL not answering leaves it counted.
    */
   async untake(intake: IntakeEvent): Promise<void> {
     if (intake.hand === undefined || !this.counted.delete(intake)) return;
@@ -77,11 +69,7 @@ export class HandBackTakes {
     });
   }
 
-  /**
-   * Whether a hand-back about to be parked is its wait's current hand (taken again: the error may
-   * have come before its take; spent or not, its park ends it); undefined when PostgreSQL does not
-   * answer (its lease hands it back).
-   */
+  /** Whether a hand-back about to be parked is its wait's current hand; undefined when PostgreSQL does not answer. */
   async current(handBack: HandBack): Promise<boolean | undefined> {
     try {
       return (await this.took(handBack)) !== 'stale';

@@ -26,7 +26,7 @@ import { InvalidMessageError } from '../errors.js';
 export interface IntakeEvent {
   /** The merchant, or PLATFORM_MERCHANT_ID for an operational event. */
   merchantId: string;
-  /** The one endpoint this delivery is for: from x-endpoint-id (ours only), else set by routing. */
+  /** From x-endpoint-id (ours only), else set by routing. */
   endpointId?: string;
   event: EventName | OperationalEventType;
   /** Primary first (a refund has refundRef then tnxRef); none for an operational event. */
@@ -34,14 +34,13 @@ export interface IntakeEvent {
   /** The outgoing body: `{"event":…,"data":…}` with `data` exactly as received (an operational event's as published). */
   body: string;
   webhookId: string;
-  /** Real HTTP attempts already made before this delivery. */
   attempts: number;
   deferrals: number;
   postponements: number;
   firstSeenAt: string;
   /** When a merchant asked for this webhook again; its schedule's span starts over then. */
   resentAt?: string;
-  /** Which resend this copy belongs to (0: the webhook's own attempts): the delivery log's order. */
+  /** Which resend this copy belongs to (0: the webhook's own attempts). */
   resend?: number;
   /** The resend's claim on the failure: marked resent when this copy is taken. */
   resendClaim?: string;
@@ -50,46 +49,39 @@ export interface IntakeEvent {
   lastStatus?: number;
   /** A wait handed back (x-wait-hand): its row's hand, which only this copy may take, rewrite or end. */
   hand?: number;
-  /** A hand-back that is its endpoint's circuit's probe (x-circuit-probe): sent through the open circuit. */
+  /** A hand-back that is its endpoint's circuit's probe (x-circuit-probe). */
   probe?: boolean;
   /** Already accepted (a hand-back, a resend): a settings change sends it to `failed`, never drops it. */
   accepted: boolean;
-  /** A test event (x-test-event): one attempt, no retry. */
+  /** x-test-event: one attempt, no retry. */
   test?: boolean;
   orderKey?: string;
-  /** In its reference's order: a head admitted here, or x-ordered on a hand-back. Its end releases the next. */
+  /** In its reference's order: a head admitted here, or x-ordered on a hand-back. */
   ordered?: boolean;
-  /**
-   * Moved back by hand from invalid (`webhooks invalid requeue` keeps the routing key its park
-   * noted), not a hand-back: its outcome ends its key's wait if that wait was spent (wait-not-ended).
-   */
+  /** Moved back by hand from invalid, not a hand-back: its outcome ends its key's wait if that wait was spent. */
   movedBack?: boolean;
 }
 
-/** A hand-back's wait, enough to take and end it: an IntakeEvent's, or read from our scheduler's headers (handBackOf). */
+/** A hand-back's wait, enough to take and end it. */
 export type HandBack = Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered'> & { hand: number };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * Validates a message on `dispatch`. Our bookkeeping headers (attempts, deferrals, first seen,
- * resent) are read only from messages that did not come straight from upstream's exchange: an
- * upstream cannot make an event skip its attempts, and a header of the wrong type counts as absent.
- * `dispatch` names the queue, whose x-death entry only the broker may write (below).
+ * Validates a message on `dispatch`. Our bookkeeping headers are read only from messages that did
+ * not come straight from upstream's exchange, and a header of the wrong type counts as absent.
  */
 export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date, upstreamExchange: string, dispatch: string): IntakeEvent {
   if (message.content.length > maxBytes) {
     throw new InvalidMessageError('too-large', `body is ${message.content.length} bytes, the limit is ${maxBytes}`);
   }
-  // Every copy carries them: too large, none could be published (a wait would never be handed back).
+  // Every copy carries them: too large, none could be published.
   const headerBytes = foreignHeaderBytes(scalarHeaders(message.properties.headers));
   if (headerBytes > MAX_FOREIGN_HEADER_BYTES) {
     throw new InvalidMessageError('too-large', `headers are ${headerBytes} bytes, the limit is ${MAX_FOREIGN_HEADER_BYTES}; parked without them`);
   }
-  // On RabbitMQ 3.10 the broker parks a message whose x-death already has an entry for this queue and
-  // reason by counting that entry, keeping the exchange it names: written by upstream (the default
-  // exchange), its parked copy passed for one of ours, and `webhooks invalid requeue` kept upstream's
-  // bookkeeping headers. Parked by us, its copy carries no x-death (scalarHeaders) and moves back as upstream's event.
+  // RabbitMQ 3.10 dead-letters a message whose x-death has an entry for this queue by counting that
+  // entry, keeping the exchange it names: written by upstream, its parked copy would pass for ours.
   if (message.fields.exchange === upstreamExchange && brokerPark(message.properties.headers, dispatch) !== undefined) {
     throw new InvalidMessageError('upstream-x-death', `x-death has an entry for ${dispatch}, which only the broker writes when it dead-letters a message from there; parked without it`);
   }
@@ -105,10 +97,8 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     throw new InvalidMessageError('not-json', `body is not UTF-8 JSON (${(err as Error).message})`);
   }
   const ours = message.fields.exchange !== upstreamExchange;
-  // An operational event (its exchange, or a hand-back) is for the platform's endpoint, as published.
-  // Never from upstream's exchange: upstream cannot make the service sign a body for the platform.
-  // Nor from the default exchange without a wait's hand: that is a message moved back by hand from
-  // invalid (`webhooks invalid requeue`), where what upstream published is parked.
+  // An operational event (its exchange, or a hand-back) is for the platform's endpoint. Never from
+  // upstream's exchange, nor from the default exchange without a wait's hand (moved back from invalid).
   const handedBack = count(message.properties.headers?.[HEADERS.waitHand]) > 0;
   const operational = ours && (message.fields.exchange !== '' || handedBack) ? operationalTypeOf(json) : undefined;
   const { merchantId, event, references, body, orderKey } = operational !== undefined
@@ -121,8 +111,8 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const lastStatus = headers[HEADERS.lastStatus];
   const hand = count(headers[HEADERS.waitHand]);
   const test = message.properties.headers?.[HEADERS.testEvent] === true;
-  // A test event's endpoint is trusted from upstream's exchange, as the test mark is: it only narrows
-  // the delivery to one of the merchant's endpoints, which admission still checks.
+  // A test event's endpoint is trusted from upstream's exchange: it only narrows the delivery to one
+  // of the merchant's endpoints.
   const endpointId = (test ? message.properties.headers : headers)?.[HEADERS.endpointId];
   return {
     merchantId,
@@ -143,7 +133,7 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     hand: hand > 0 ? hand : undefined,
     ...(hand > 0 && headers[HEADERS.circuitProbe] === true ? { probe: true } : {}),
     accepted: hand > 0 || resentAt !== undefined,
-    // From any exchange: the mark only takes attempts away, and a copy keeps it (a wait, failed, a resend).
+    // From any exchange: the mark only takes attempts away.
     test,
     orderKey,
     ordered: hand > 0 && orderedHandBack(headers),
@@ -152,11 +142,10 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   };
 }
 
-/** A merchant's event: its envelope, references, order key, and the body sent (`data` exactly as received). */
+
 function merchantEventOf(json: unknown, text: string) {
   const { merchantId, event, data } = envelopeOf(json);
-  // The platform's id is no merchant's: taken, the event went to the operational endpoint,
-  // signed with its secret, though upstream cannot publish an operational event (parseIntake).
+  // The platform's id is no merchant's: upstream cannot publish an operational event.
   if (merchantId === PLATFORM_MERCHANT_ID) throw new InvalidMessageError('unknown-merchant', `no merchant ${merchantId}: the operational events' own id`);
   const references = referencesOf(event, data);
   if (references.length === 0) {
@@ -168,10 +157,8 @@ function merchantEventOf(json: unknown, text: string) {
 }
 
 /**
- * A hand-back's wait from the headers our scheduler sets (x-wait-hand, x-merchant-id, x-endpoint-id,
- * the messageId), without reading the body: what a hand-back that fails intake ends with its park,
- * or it is handed back and parked again every WAIT_LEASE. Trusted as parseIntake trusts the hand:
- * never on a message from upstream's exchange.
+ * A hand-back's wait from the headers our scheduler sets, without reading the body: what a hand-back
+ * that fails intake ends with its park. Never on a message from upstream's exchange.
  */
 export function handBackOf(message: ConsumeMessage, upstreamExchange: string): HandBack | undefined {
   const headers = message.properties.headers ?? {};
@@ -181,7 +168,7 @@ export function handBackOf(message: ConsumeMessage, upstreamExchange: string): H
   return { merchantId, webhookId: webhookIdOf(message), endpointId: endpointIdOf(headers[HEADERS.endpointId]), hand, ordered: orderedHandBack(headers) };
 }
 
-/** A hand-back's mark of its reference's order: ours (never read off upstream's exchange), and a resent copy is outside the order. */
+/** A resent copy is outside the order. */
 function orderedHandBack(headers: Record<string, unknown>): boolean {
   return timestamp(headers[HEADERS.resentAt]) === undefined && headers[HEADERS.ordered] === true;
 }
@@ -190,10 +177,7 @@ function endpointIdOf(value: unknown): string | undefined {
   return typeof value === 'string' && ENDPOINT_ID.test(value) ? value : undefined;
 }
 
-/**
- * The envelope, checked by hand for the schema's rules, and by the schema only when that check
- * fails, for its error: per delivery the schema costs more than the rest of intake together.
- */
+/** The envelope, checked by hand for the schema's rules, and by the (slower) schema only for its error. */
 export function envelopeOf(json: unknown): { merchantId: string; event: EventName; data: Record<string, unknown> } {
   if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
     const { merchantId, event, data } = json as Record<string, unknown>;
@@ -214,7 +198,7 @@ export function envelopeOf(json: unknown): { merchantId: string; event: EventNam
   return parsed.data;
 }
 
-/** The type of an operational event's body (`{"type","timestamp","data"}`); a body with a merchantId is a merchant's event. */
+/** The type of an operational event's body (`{"type","timestamp","data"}`); one with a merchantId is a merchant's event. */
 function operationalTypeOf(json: unknown): OperationalEventType | undefined {
   if (typeof json !== 'object' || json === null || Array.isArray(json) || 'merchantId' in json) return undefined;
   const { type, timestamp, data } = json as Record<string, unknown>;
@@ -232,15 +216,9 @@ function timestamp(value: unknown): string | undefined {
 }
 
 /**
- * Whether idempotent intake checks this copy's key (libs/intake-keys), and as a redelivery or not;
- * asked before routing, which sets the endpoint. Upstream's publish is checked, not a test event,
- * nor (Dispatcher.firstSight, after routing) one for a merchant the directory does not hold: parked
- * unknown-merchant without its key, as a malformed message is; taken, the key dropped upstream's
- * publish once the merchant existed, in no log, for good unless the parked copy was moved back.
- * A copy an operator moved back from invalid that was parked before any walk (no endpoint, attempt
- * or wait of its own) is checked as a redelivery: delivered unless its webhook is settled, as when
- * upstream published it again meanwhile (unchecked, it was sent twice). The service's own copies
- * never are.
+ * Whether idempotent intake checks this copy's key, and as a redelivery or not; asked before
+ * routing. Upstream's publish is checked, not a test event. A copy moved back from invalid that was
+ * parked before any walk is checked as a redelivery. The service's own copies never are.
  */
 export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstreamExchange: string): { redelivered: boolean } | undefined {
   if (intake.test) return undefined;
@@ -250,25 +228,19 @@ export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstrea
   return movedBack ? { redelivered: true } : undefined;
 }
 
-/**
- * The body's digest an intake key keeps (libs/intake-keys), to tell a repeat with another body:
- * only with upstream's messageId, since without one the key is the body's own digest.
- */
+/** The body's digest an intake key keeps: only with upstream's messageId (without one the key is the body's digest). */
 export function intakeDigestOf(message: ConsumeMessage): Buffer | undefined {
   const id = message.properties.messageId;
   return typeof id === 'string' && id.length > 0 ? hash('sha256', message.content, 'buffer').subarray(0, 16) : undefined;
 }
 
-/** A messageId intake parks (an empty one counts as none): its message never passed intake, and took no key, place or wait. */
+/** A messageId intake parks (an empty one counts as none). */
 export function hasIllFormedMessageId(message: ConsumeMessage): boolean {
   const messageId = message.properties.messageId as unknown;
   return messageId !== undefined && messageId !== null && messageId !== '' && !isWellFormedWebhookId(messageId);
 }
 
-/**
- * The upstream messageId, or one derived from the body when upstream sent none: derived, not
- * random, so a redelivery after a crash carries the same webhook-id and merchants can dedupe.
- */
+/** The upstream messageId, or one derived from the body: a redelivery carries the same webhook-id. */
 export function webhookIdOf(message: ConsumeMessage): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id.length > 0) return id;

@@ -8,7 +8,6 @@ import type { Finding } from './decide.js';
 import { envelopeOf, handBackOf, hasIllFormedMessageId, type IntakeEvent, webhookIdOf } from './intake.js';
 
 export interface OrphanedPlacesDeps {
-  /** Order per reference; without it there is nothing to end. */
   order?: OrderGate;
   merchants: MerchantDirectory;
   logger: Logger;
@@ -17,14 +16,9 @@ export interface OrphanedPlacesDeps {
 }
 
 /**
- * A message from upstream that the broker gives again: the places in order its earlier walk took
- * (a row, no wait) at endpoints this walk will not go to (deleted, turned off, or settled: a
- * repeat whose record was written and whose end was not) are ended now, or the webhooks waiting
- * behind them (with no due time) would wait for ever. Those it goes to are stepped as before.
- * PostgreSQL not answering the look-up: a merchant none of whose endpoints orders now goes on (its
- * places are released by the upkeep, libs/ordering/upkeep.ts); one with an endpoint that orders is
- * held, as its steps are (a stop too: its channel closes, and the broker gives it again), since no
- * upkeep releases a line that orders. False: its channel is gone.
+ * A message from upstream that the broker gives again: the places in order its earlier walk took at
+ * endpoints this walk will not go to are ended now, or the webhooks behind them would wait for ever.
+ * PostgreSQL not answering, see lookUp. False: its channel is gone.
  */
 export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent, finding: Finding | undefined, deps: OrphanedPlacesDeps): Promise<boolean> {
   const { message } = delivery;
@@ -34,7 +28,7 @@ export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent,
   const places = await lookUp(delivery, order, { merchantId: intake.merchantId, webhookId: intake.webhookId, key: intake.orderKey }, deps);
   if (places === undefined) return false;
   const orphans = places.filter((endpointId) => !walked.includes(endpointId));
-  // An end is tried again while PostgreSQL does not answer (the gate's batcher); one it refuses for its data is left.
+  // The gate retries an end while PostgreSQL does not answer; one it refuses for its data is left.
   await Promise.all(orphans.map((endpointId) => order.end({ merchantId: intake.merchantId, endpointId, webhookId: intake.webhookId }))).catch((err: unknown) => {
     logger.warn('places in order of a redelivered webhook not ended: PostgreSQL refused it', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error)?.message });
   });
@@ -42,15 +36,10 @@ export async function endOrphanedPlaces(delivery: Delivery, intake: IntakeEvent,
 }
 
 /**
- * A message parked before its step (it fails intake, `too-large` once MAX_MESSAGE_BYTES was lowered
- * say, or an unexpected error) that may have taken places in order on an earlier walk: given again
- * by the broker, a fan-out share handed on, or moved back from invalid (walkedBefore). Its
- * park ends those places (open, with no wait), as any parked head's does: its line may still order,
- * so no upkeep would release them, and the webhooks behind them waited for ever. Read best effort
- * from its body, whatever its size (it was read whole when it took them): one that does not name a
- * merchant and a key took none. Not a hand-back (its wait ends with its park, or is someone
- * else's). `endpointId`: one endpoint's share of a fan-out, parked alone. The places to end with
- * its park; undefined: its channel is gone.
+ * A message parked before its step (failed intake, or an unexpected error) that may have taken
+ * places in order on an earlier walk (walkedBefore): its park ends them, or the webhooks behind them
+ * wait for ever. Read best effort from its body. Not a hand-back (its wait ends with its park).
+ * `endpointId`: one endpoint's share of a fan-out, parked alone. Undefined: its channel is gone.
  */
 export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps, endpointId?: string): Promise<OrderEnd[] | undefined> {
   const { message } = delivery;
@@ -64,16 +53,13 @@ export async function parkedPlaces(delivery: Delivery, deps: OrphanedPlacesDeps,
   if (!place) return [];
   const places = await lookUp(delivery, order, place, deps);
   if (places === undefined) return undefined;
-  // A copy for one endpoint (x-endpoint-id, ours alone) took its place there only.
   const only = endpointId ?? (ours && typeof headers[HEADERS.endpointId] === 'string' ? headers[HEADERS.endpointId] : undefined);
   return places.filter((id) => only === undefined || id === only).map((id) => ({ merchantId: place.merchantId, endpointId: id, webhookId: place.webhookId }));
 }
 
 /**
  * Whether a copy may have walked before: redelivered, a fan-out share handed on (x-endpoint-id), or
- * moved back from invalid. Those headers only on our own copies: on upstream's publish (through
- * `events`) they are forged or copied, and made every such message of an ordering merchant cost a
- * look-up, held while PostgreSQL was down instead of parked.
+ * moved back from invalid. Those headers count only on our own copies, not on upstream's publish.
  */
 export function walkedBefore(message: ConsumeMessage, events: string): boolean {
   const headers = message.properties.headers ?? {};
@@ -82,9 +68,8 @@ export function walkedBefore(message: ConsumeMessage, events: string): boolean {
 }
 
 /**
- * The merchant, webhook id and order key a message's body names, if it does: only a valid envelope
- * with a valid messageId could take a place. Looked up, an id PostgreSQL cannot hold (a NUL) was
- * refused, taken for an outage, and the message held unacked for ever instead of parked.
+ * The merchant, webhook id and order key a message's body names: only a valid envelope with a valid
+ * messageId could take a place (looked up, an id PostgreSQL cannot hold would pass for an outage).
  */
 function placeOf(message: ConsumeMessage): { merchantId: string; webhookId: string; key: string } | undefined {
   if (hasIllFormedMessageId(message)) return undefined;
@@ -99,8 +84,8 @@ function placeOf(message: ConsumeMessage): { merchantId: string; webhookId: stri
 
 /**
  * The endpoints where the webhook holds an open place with no wait. PostgreSQL not answering: []
- * for a merchant none of whose endpoints orders now (the upkeep releases its places); held and
- * asked again each second while one does. Undefined: its channel is gone.
+ * for a merchant none of whose endpoints orders now (the upkeep releases its places); else held and
+ * asked again each second, since no upkeep releases a line that orders. Undefined: its channel is gone.
  */
 async function lookUp(delivery: Delivery, order: OrderGate, place: { merchantId: string; webhookId: string; key: string }, deps: OrphanedPlacesDeps): Promise<string[] | undefined> {
   const { merchants, logger } = deps;
@@ -108,7 +93,6 @@ async function lookUp(delivery: Delivery, order: OrderGate, place: { merchantId:
     try {
       return await order.openPlaces(place.merchantId, place.webhookId, place.key);
     } catch (err) {
-      // Held while one of its endpoints orders now: the lines the upkeep never releases.
       const merchant = merchants.byId(place.merchantId);
       const held = merchant !== undefined && orderingLines([merchant]).length > 0;
       if (!held) {

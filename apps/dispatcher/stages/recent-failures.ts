@@ -1,11 +1,8 @@
 /**
- * An endpoint's last answers as one dispatcher saw them, newest in the lowest bit (1: failed), up to
- * `size` (at most 30) of them. Five failures in a row alone opened the circuit of an endpoint that
- * fails one request in ten at random every few seconds at a high rate (0.1⁵ a place, thousands of
- * places a second), holding all its webhooks for a cooldown each time; most of its recent answers
- * failing too is what tells a dead endpoint from such a flaky one.
+ * An endpoint's last answers, newest in the lowest bit (1: failed), up to `size` (at most 30): most
+ * of them failing, besides the threshold's failures in a row, tells a dead endpoint from a flaky one.
  */
-/** Answers kept by default: at least half of them failed, with the threshold's last in a row, open the circuit. */
+/** Answers kept by default. */
 export const ANSWERS_KEPT = 20;
 
 export interface RecentAnswers {

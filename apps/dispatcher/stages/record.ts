@@ -4,11 +4,7 @@ import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import type { Decision, Finding } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
-/**
- * The delivery log's record of one settled delivery, from what the walk found and decided; pure.
- * Undefined where there is nothing a merchant could look up: a copy superseded by another, a
- * delivery handed back untried, a message that never passed intake (no merchant, no webhook-id).
- */
+/** The delivery log's record of one settled delivery; pure. Undefined where there is nothing a merchant could look up. */
 export function recordOf(
   intake: IntakeEvent | undefined,
   finding: Finding,
@@ -16,14 +12,12 @@ export function recordOf(
   policy: RetryPolicy,
   now: Date,
 ): DeliveryRecordInput | undefined {
-  // A deleted merchant's: its log was deleted with it, and is not begun again.
   if (!intake || decision.kind === 'superseded' || decision.kind === 'erased' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;
-  // `now` is the walk's clock reading when it took the delivery: a fresh webhook's first-seen time
-  // is that instant, so its text is made once (its attempt's start is read again as it is sent).
+  // A fresh webhook's first-seen time is `now`: its text is made once.
   const at = now.toISOString();
   const firstSeenAt = intake.firstSeenAt === at ? at : new Date(intake.firstSeenAt).toISOString();
-  // One literal per record: spreading a shared base into each cost more than the rest of recordOf.
+  // One literal per record, not a shared base spread into each: the hot path.
   const record = (outcome: DeliveryRecordInput['outcome'], attemptNumber: number, reason?: string, nextAttemptAt?: string, attempt?: Attempt): DeliveryRecordInput => ({
     id: randomUUID(),
     at,
@@ -41,8 +35,7 @@ export function recordOf(
     nextAttemptAt,
     reason,
   });
-  // What the merchant reads: the error's class (never its message: an address, an OS message) and
-  // the first bytes of an answer only when there was one (never for a blocked target).
+  // What the merchant reads: the error's class (never its message) and an answer's first bytes only when there was one.
   const attempt = (httpStatus: number | undefined, errorClass: string | undefined): Attempt | undefined => {
     if (!trace) return undefined;
     const made: Attempt = { startedAt: trace.startedAt === now ? at : trace.startedAt.toISOString(), durationMs: Math.max(0, Math.round(trace.durationMs)) };
@@ -68,7 +61,6 @@ export function recordOf(
     case 'failed':
       return record('failed', decision.attempts, decision.reason, undefined, decision.attempted ? attempt(decision.status, decision.errorClass) : undefined);
     case 'ordered':
-      // Waits for an earlier webhook of its reference: due when that one ends, not at a time.
       return record('deferred', intake.attempts, 'ordered');
     case 'skipped':
       return record('skipped', intake.attempts, decision.why);

@@ -14,29 +14,24 @@ export const TAKES_IN_FLIGHT = 2;
 
 const RATE_READ_EVERY_MS = 1_000;
 
-/** How late a slot's send may be: later, it would bunch with the next slots, and the slot is given up and asked for again. */
+/** How late a slot's send may be: later, it would bunch with the next slots, and the slot is asked for again. */
 const lateAfterMs = (intervalMs: number): number => Math.min(50, 2 * intervalMs);
 
 /**
- * How often a dispatcher reads every lowered endpoint's row and adopts those it holds nothing of: an
- * endpoint without a limit is otherwise read only by the dispatchers its 429s reached, and once all
- * of them restarted (a deploy) nothing raised its row, shown low in the API and the portal for ever.
+ * How often a dispatcher adopts the lowered endpoints' rows it holds nothing of: else, once every
+ * dispatcher its 429s reached restarted, nothing raised an endpoint's row.
  */
 export const RATES_ADOPTED_EVERY_MS = 60_000;
 
-/** How long the metric shows the rate an endpoint was last sent at: one nothing was sent to since (deleted, say) goes. */
+/** How long the metric shows the rate an endpoint was last sent at. */
 const RATE_SHOWN_MS = 60_000;
 
-/**
- * Endpoints each of the throttle's maps remembers: past it the one set longest ago is forgotten,
- * not all (a clear at the limit forgot every slowed endpoint's rate and every refusal at once).
- */
+/** Endpoints each of the throttle's maps remembers: past it the one set longest ago is forgotten. */
 export const REMEMBERED_ENDPOINTS = 10_000;
 
 /**
- * `dueAt`: the wait's due time on the throttle's clock, where the places of one answer are exactly an interval apart.
- * `late`, on a go at a slot of the endpoint's rate: whether that slot is past by more than a hold may end late,
- * so that sent now, after a wait for a request slot, it would go beside the next ones.
+ * `dueAt`: the wait's due time on the throttle's clock. `late`, on a go at a slot of the endpoint's
+ * rate: whether sent now (after a wait for a request slot) it would go beside the next slots.
  */
 export type ThrottleVerdict = { kind: 'go'; late?: () => boolean } | { kind: 'wait'; delayMs: number; dueAt: number } | { kind: 'stopping' };
 
@@ -55,22 +50,19 @@ interface Adaptive {
  */
 export class Throttle {
   private readonly adaptive = new BoundedMap<string, Adaptive>(REMEMBERED_ENDPOINTS);
-  /** Sends per endpoint in the current second: the rate a first 429 halves on an endpoint without a limit. */
+  /** Sends per endpoint in the current second: what a first 429 halves on an endpoint without a limit. */
   private readonly sent = new BoundedMap<string, { second: number; count: number; last: number }>(REMEMBERED_ENDPOINTS);
-  /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone (after the last one it was granted). */
+  /** While PostgreSQL does not answer: each endpoint's next slot in this dispatcher alone. */
   private readonly alone = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
   /** After a take paced alone: until when this dispatcher holds slots PostgreSQL knows nothing of. */
   private readonly pacedAlone = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
-  /** Each limited endpoint's rate as last admitted, and when (the metric drops it RATE_SHOWN_MS later). */
+  /** Each limited endpoint's rate as last admitted, and when. */
   private readonly current = new BoundedMap<string, { rate: number; at: number }>(REMEMBERED_ENDPOINTS);
-  /** Until when a take of the endpoint is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
+  /** Until when a take is known to be refused: meanwhile a delivery goes straight to its place in the queue. */
   private readonly refusedUntil = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
-  /**
-   * Until when the endpoint's queue is ahead of its slots: a new delivery goes to its back without a
-   * take (a take per delivery queued every dispatcher on the one row's lock).
-   */
+  /** Until when the endpoint's queue is ahead of its slots: a new delivery goes to its back without a take. */
   private readonly queuedUntil = new BoundedMap<string, number>(REMEMBERED_ENDPOINTS);
-  /** New deliveries' takes in flight per endpoint, and those waiting: the row serializes them anyway, each holding a pool connection. */
+  /** New deliveries' takes in flight per endpoint, and those waiting: the row serializes them anyway. */
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
@@ -95,7 +87,7 @@ export class Throttle {
     return Math.min(webhook.maxPerSecond ?? Infinity, adaptive);
   }
 
-  /** The metric's series: per merchant, the slowest rate this dispatcher sent one of its limited endpoints at in the last minute. */
+  /** The metric's series: per merchant, the slowest rate this dispatcher sent one of its limited endpoints at lately. */
   rates(): ReadonlyMap<string, number> {
     const byMerchant = new Map<string, number>();
     for (const [key, { rate, at }] of this.current) {
@@ -122,12 +114,10 @@ export class Throttle {
     this.current.set(key, { rate, at: this.now() });
     const intervalMs = 1000 / rate;
     const aheadMs = Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
-    // A hold that ends late (a busy event loop) loses its slot: sent, it would bunch with the next.
-    // Taken again, a few times, then it waits as a row.
+    // A hold that ends late loses its slot: taken again, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
-      /** The slot conforms `inMs` after `from`, the take's start on this dispatcher's clock. */
+      /** The slot conforms `inMs` after `from`, the take's start. */
       let granted: { inMs: number; from: number } | undefined;
-      // Released once the take is answered (a `return` below releases it before its place is awaited).
       const release = handBack ? undefined : await this.turn(key);
       try {
         const refusedFor = (this.refusedUntil.get(key) ?? 0) - this.now();
@@ -136,21 +126,20 @@ export class Throttle {
         if (!handBack && (this.placing.has(key) || (this.queuedUntil.get(key) ?? 0) > this.now())) return this.queue(key, intervalMs, aheadMs, 0);
         try {
           const from = this.now();
-          // A new delivery takes no slot while the endpoint's queue (laid out by any dispatcher) is
-          // ahead of the slots, by the rule of queuedUntil: one that knew of no queue went before it.
+          // A new delivery takes no slot while the endpoint's queue (any dispatcher's) is ahead of the slots.
           const behind = handBack ? undefined : { key: throttleQueueCell(merchantId, webhook.id), withinMs: aheadMs + intervalMs };
-          // Back from pacing alone: the shared slots start after the ones it still holds from then (beside them, 30 went in a second at 20/s).
+          // Back from pacing alone: the shared slots start after the ones it still holds from then.
           const aloneFor = (this.pacedAlone.get(key) ?? 0) - from;
           if (aloneFor <= 0) this.pacedAlone.delete(key);
           const answer = await takeCell(this.db, `throttle:${key}`, { intervalMs, burstMs: intervalMs, aheadMs, behind, notBeforeMs: Math.max(0, aloneFor) });
           if (++this.takes % 1_000 === 0) void sweepCells(this.db).catch(() => {});
           if (!answer.ok) {
-            // Behind the queue: queuedUntil, not refusedUntil, which sends hand-backs to the queue's back too.
+            // Behind the queue: not refusedUntil, which sends hand-backs to the queue's back too.
             (answer.behind ? this.queuedUntil : this.refusedUntil).set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
           granted = { inMs: answer.inMs, from };
-          // Paced alone (PostgreSQL gone), this dispatcher goes on after the slots it holds: beside them, 30 went in a second at 20/s.
+          // Paced alone (PostgreSQL gone), this dispatcher goes on after the slots it holds.
           this.alone.set(key, Math.max(this.alone.get(key) ?? 0, from + answer.inMs + intervalMs));
         } catch (err) {
           granted = this.takeAlone(key, intervalMs, aheadMs, err);
@@ -160,9 +149,8 @@ export class Throttle {
         release?.();
       }
       if (granted.inMs <= 0) return this.sending(key, intervalMs);
-      // The slot's time counts from the take's start, as PostgreSQL's clock did, not from its answer:
-      // answers that came back late by different amounts bunched slots of three dispatchers (23 in a
-      // second at 20/s on a loaded machine), and a late answer now counts against the hold's lateness.
+      // The slot's time counts from the take's start, as PostgreSQL's clock did, not from its answer
+      // (answers late by different amounts bunched slots of several dispatchers).
       const target = granted.from + granted.inMs;
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, target - this.now())).unref?.());
@@ -172,15 +160,11 @@ export class Throttle {
     return this.queue(key, intervalMs, aheadMs, 0);
   }
 
-  /**
-   * How the attempt went, for the adaptive rate: a 429 or 503 halves it, successes raise a lowered
-   * one (at most once a second). Written beside the delivery, never holding it.
-   */
+  /** For the adaptive rate: a 429 or 503 halves it, successes raise a lowered one (at most once a second); never waited for. */
   answered(merchantId: string, webhook: Endpoint, status: number | undefined, succeeded: boolean): void {
     const key = endpointKey(merchantId, webhook.id);
     if (status === 429 || status === 503) {
-      // The rate admit() last sent it at: what this dispatcher sent in the last second is 1 at a
-      // burst's start, and halving that took a 40/s endpoint to 0.5/s.
+      // The rate admit() last sent it at: what was sent in the last second is 1 at a burst's start.
       const sentAt = Math.min(webhook.maxPerSecond ?? Infinity, this.current.get(key)?.rate ?? this.sentLastSecond(key));
       const ceiling = webhook.maxPerSecond ?? Math.max(1, this.sentLastSecond(key));
       lowerEndpointRate(this.db, merchantId, sentAt, ceiling, webhook.id, webhook.maxPerSecond).then(
@@ -188,7 +172,7 @@ export class Throttle {
           this.adaptive.set(key, { rate, readAt: this.now(), raisedAt: this.now() });
           if (!rate.changed) return;
           this.restretch(key, webhook, rate.previous, rate.rate);
-          // Once per change, by the dispatcher that made it: every 429 of a storm logged it, unchanged.
+          // Once per change, by the dispatcher that made it.
           this.logger.info('endpoint slowed: it answered 429/503', { merchantId, endpointId: webhook.id, status, ratePerSecond: Number(rate.rate.toFixed(2)) });
         },
         (err: unknown) => this.problem('endpoint rate not lowered: PostgreSQL did not answer', err),
@@ -208,10 +192,7 @@ export class Throttle {
     );
   }
 
-  /**
-   * The endpoint's adaptive rate changed (undefined: none): its queue, laid out at the old rate, is
-   * stretched to the new one, by the dispatcher whose write changed it.
-   */
+  /** The endpoint's adaptive rate changed (undefined: none): its queue, laid out at the old rate, is stretched to the new one. */
   private restretch(key: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
     const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
@@ -226,7 +207,7 @@ export class Throttle {
     let taking = this.taking.get(key);
     if (!taking) this.taking.set(key, (taking = { inFlight: 0, turns: [] }));
     const line = taking;
-    // Handed on by the release, without a gap another could slip into: inFlight counts the turn already.
+    // Handed on by the release: inFlight counts the turn already.
     if (line.inFlight >= TAKES_IN_FLIGHT) await new Promise<void>((resolve) => line.turns.push(resolve));
     else line.inFlight++;
     return () => {
@@ -266,10 +247,9 @@ export class Throttle {
       try {
         const { merchantId, endpointId } = endpointOfKey(key);
         const place = await takeCell(this.db, throttleQueueCell(merchantId, endpointId), { intervalMs, burstMs: intervalMs, aheadMs: Number.MAX_SAFE_INTEGER, notBeforeMs, count: batch.length });
-        // The places on this throttle's clock, from one reading: one interval apart, as taken.
         const first = this.now() + (place.ok ? place.inMs : place.retryInMs);
         batch.forEach((p, i) => p.resolve(first + i * intervalMs));
-        // The last place's slot is within reach `aheadMs` before it: until then the queue is ahead of the slots.
+        // Until the last place's slot is within reach, the queue is ahead of the slots.
         this.queuedUntil.set(key, first + (batch.length - 1) * intervalMs - aheadMs);
       } catch {
         for (const p of batch) p.resolve(undefined);
@@ -277,7 +257,7 @@ export class Throttle {
     }
   }
 
-  /** A go; at a slot of a rate (`intervalMs`), late once the send is held past the slot by more than lateAfterMs. */
+  /** A go; at a slot of a rate (`intervalMs`), late once held past the slot by more than lateAfterMs. */
   private sending(key: string, intervalMs?: number): ThrottleVerdict {
     const at = this.now();
     const second = Math.floor(at / 1000);
@@ -318,7 +298,7 @@ export class Throttle {
     if (!configured && !adaptive.rate && this.adaptive.get(key) === adaptive) this.adaptive.delete(key);
   }
 
-  /** Once a RATES_ADOPTED_EVERY_MS, in the background: the lowered rates this dispatcher holds nothing of, kept to and raised from now on. */
+  /** Once a RATES_ADOPTED_EVERY_MS, in the background: the lowered rates this dispatcher holds nothing of. */
   private adoptRates(): void {
     if (this.now() - this.adoptedAt < RATES_ADOPTED_EVERY_MS) return;
     this.adoptedAt = this.now();

@@ -6,9 +6,8 @@ import type { Decision } from './decide.js';
 import type { IntakeEvent } from './intake.js';
 
 /**
- * The dispatcher's spans, made only while tracing is on, passed down the stages by hand: an active
- * context per delivery costs an AsyncLocalStorage frame on every promise of its walk. One consumer
- * span per delivery, continuing the trace its message carries.
+ * The dispatcher's spans, made only while tracing is on, passed down the stages by hand (an active
+ * context costs an AsyncLocalStorage frame on every promise). One consumer span per delivery.
  */
 let processing = { queue: '', name: '', attributes: {} };
 
@@ -33,17 +32,16 @@ export function deliverySpan(message: ConsumeMessage, queue: string): Span | und
   return span;
 }
 
-/** webhook.outcome where it is not the decision's kind: what the record calls it. */
+/** webhook.outcome where it is not the decision's kind. */
 const OUTCOMES: Partial<Record<Decision['kind'], string>> = { retry: 'retrying', defer: 'deferred', throttle: 'throttled', postpone: 'postponed' };
 
-/** A message fanned out: its span is every endpoint's walk's, so it says how many, not one outcome. */
+/** A message fanned out: its span is every endpoint's walk's, so it says how many. */
 export function describeFanOut(span: Span, intake: IntakeEvent, endpoints: number): void {
   if (!span.isRecording()) return;
   span.setAttribute(ATTR.webhookId, intake.webhookId).setAttribute(ATTR.merchantId, intake.merchantId).setAttribute(ATTR.event, intake.event);
   span.setAttribute(ATTR.outcome, 'fanned-out').setAttribute(ATTR.endpoints, endpoints);
 }
 
-/** The webhook's attributes and the walk's outcome on the delivery span. */
 export function describeDelivery(span: Span, intake: IntakeEvent | undefined, decision: Decision): void {
   if (!span.isRecording()) return;
   if (intake) span.setAttribute(ATTR.webhookId, intake.webhookId).setAttribute(ATTR.merchantId, intake.merchantId).setAttribute(ATTR.event, intake.event);
@@ -72,7 +70,7 @@ export function attemptSpan(parent: Span, request: WebhookRequest): Span {
   return span;
 }
 
-/** Ends an attempt's span with the response's status, or the error that stopped it (in the stage's own try: no wrapper's promise per delivery). */
+/** Ends an attempt's span with the response's status, or the error that stopped it. */
 export function endAttempt(span: Span, response: WebhookResponse | undefined, err?: unknown): void {
   if (response) {
     if (span.isRecording()) {
