@@ -119,29 +119,18 @@ export class Dispatcher {
     const observer = deps.observer ?? noopObserver;
     if (deps.waits) this.takes = new HandBackTakes(deps.waits, Math.max(settings.waitLeaseMs ?? 60_000, 2 * settings.deliveryTimeoutMs), deps.logger, () => this.stopping !== undefined);
     const half = Math.max(1, Math.ceil(settings.concurrency / 2));
+    const cooldownMs = settings.breakerCooldownMs ?? BREAKER.cooldownMs;
     this.guards = new EndpointGuards({
-      maxInFlight: settings.perEndpointConcurrency ?? half,
-      maxTotalInFlight: settings.concurrency,
-      maxPerMerchant: half,
-      failureThreshold: settings.breakerThreshold ?? BREAKER.threshold,
-      failureWindow: BREAKER.window,
-      cooldownMs: settings.breakerCooldownMs ?? BREAKER.cooldownMs,
-      maxCooldownMs: Math.max(settings.breakerCooldownMs ?? BREAKER.cooldownMs, BREAKER.maxCooldownMs),
+      maxInFlight: settings.perEndpointConcurrency ?? half, maxTotalInFlight: settings.concurrency, maxPerMerchant: half,
+      failureThreshold: settings.breakerThreshold ?? BREAKER.threshold, failureWindow: BREAKER.window,
+      cooldownMs, maxCooldownMs: Math.max(cooldownMs, BREAKER.maxCooldownMs),
     });
     this.admission = new AdmissionStage(deps.merchants, this.guards, this.policy, deps.platform, deps.throttle);
     this.attempt = new AttemptStage(deps.http, new WebhookSigner(), observer, settings, deps.merchants);
     this.effect = new EffectStage({
-      broker: deps.broker,
-      names: this.names,
-      policy: this.policy,
-      logger: deps.logger,
-      observer,
-      failures: deps.failures,
-      waits: deps.waits?.writer,
-      order: deps.order,
-      now: this.now,
+      broker: deps.broker, names: this.names, policy: this.policy, logger: deps.logger, observer, failures: deps.failures,
+      waits: deps.waits?.writer, order: deps.order, now: this.now, stopping: () => this.stopping !== undefined,
       moveBackoffMs: settings.moveBackoffMs ?? [500, 1_000, 2_000, 4_000, 8_000],
-      stopping: () => this.stopping !== undefined,
     });
   }
 
@@ -180,11 +169,7 @@ export class Dispatcher {
     return this.stopping;
   }
 
-  /**
-   * One delivery through its stages; or (`share`) one endpoint's share of a fanned-out one, its span
-   * the original's, `shareTurn` its share of the original's turn. Never rejects: what goes wrong
-   * unexpectedly parks it (a share, its copy alone).
-   */
+  /** One delivery through its stages, or (`share`, `shareTurn`) a fan-out's share. Never rejects: an unexpected error parks it. */
   private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent, shareTurn?: OrderTurn): Promise<void> {
     // For an unexpected error's park.
     const seen: { intake?: IntakeEvent } = { intake: share };
@@ -228,8 +213,7 @@ export class Dispatcher {
       const decision = decide(finding, intake, this.policy, now);
       // A repeat or a stale copy has no intake past here, but its span names its webhook.
       if (span && !share) describeDelivery(span, intake ?? seen.intake, decision);
-      // Recorded after the effect it describes and before the ack: a crash cannot leave the attempt
-      // out of the log, and a move that gives up records nothing.
+      // Recorded after its effect, before the ack: a crash cannot leave it out, a move that gives up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
       const settle = record
         ? async () => {
@@ -249,10 +233,7 @@ export class Dispatcher {
     }
   }
 
-  /**
-   * A message as it came to dispatch: which endpoints it is for (a 'fan-out', or none: why), and
-   * whether it is a repeat. Undefined: it goes on, to its one endpoint.
-   */
+  /** Which endpoints a new message is for ('fan-out', or none: why), and whether it is a repeat; undefined: its one endpoint. */
   private async firstSight(message: ConsumeMessage, intake: IntakeEvent): Promise<Finding | undefined> {
     const checked = keyCheckOf(message, intake, this.names.events);
     const routed = route(intake, this.deps.merchants);
@@ -302,8 +283,7 @@ export class Dispatcher {
     const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
     if (admitted.kind === 'stopping') await this.takes?.untake(intake);
     if (admitted.kind !== 'admitted') return { intake, finding: admitted };
-    // A hand-back that waited for its slot: its lease may not cover the attempt. Taken again, the
-    // lease runs from now; handed on meanwhile, it gives its slot back unsent.
+    // A hand-back that waited for its slot is taken again: its lease may not cover the attempt.
     const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span, true) : undefined;
     if (retaken) {
       admitted.slot.release('unused');
@@ -333,9 +313,8 @@ export class Dispatcher {
   }
 
   /**
-   * The record, confirmed on the deliveries stream. One not confirmed does not hold the delivery
-   * (handed back, it would be POSTed again): counted and logged, and for RECORDS_DOWN_MS records are
-   * not waited for, so a stream without a leader holds no delivery.
+   * One not confirmed does not hold the delivery (handed back, it would be POSTed again): counted and
+   * logged, and for RECORDS_DOWN_MS records are not waited for, so a stream without a leader holds none.
    */
   private record(record: DeliveryRecordInput, span?: Span): Promise<void> | undefined {
     const written = this.deps.deliveryLog!.record(record);
@@ -350,9 +329,8 @@ export class Dispatcher {
   }
 
   /**
-   * A new webhook of an ordered endpoint, in its reference's order (asked in its `turn`): `waiting`
-   * behind an earlier one (its 'ordered' wait written), `ended` for a copy of one already done, `head`
-   * to attempt it (its end releases the next); undefined when it is not ordered.
+   * A new webhook of an ordered endpoint: `waiting` behind an earlier one (its 'ordered' wait written),
+   * `ended` for a copy of one already done, `head` to attempt it; undefined when it is not ordered.
    */
   private async placeInOrder(message: ConsumeMessage, intake: IntakeEvent, span: Span | undefined, turn: OrderTurn | undefined): Promise<OrderState | undefined> {
     const order = this.deps.order;
@@ -425,13 +403,8 @@ export class Dispatcher {
 
   private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {
     this.recordsLost++;
-    this.deps.logger.error('delivery record not written; the delivery goes on without it', {
-      merchantId: record.merchantId,
-      webhookId: record.webhookId,
-      outcome: record.outcome,
-      error: (err as Error)?.message,
-      ...spanLogFields(span),
-    });
+    const { merchantId, webhookId, outcome } = record;
+    this.deps.logger.error('delivery record not written; the delivery goes on without it', { merchantId, webhookId, outcome, error: (err as Error)?.message, ...spanLogFields(span) });
   }
 
   private track(work: Promise<void>): void {

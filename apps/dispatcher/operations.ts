@@ -4,15 +4,8 @@ import { BoundedMap } from '../../libs/runtime/index.js';
 import { type Endpoint, MAX_ENDPOINTS_PER_MERCHANT, type Merchant, type MerchantDirectory, type PgMerchantDirectory } from '../../libs/merchants/index.js';
 import type { OperationalMetrics } from '../../libs/metrics/index.js';
 import {
-  attemptEvent,
-  type AttemptFacts,
-  clockState,
-  disabledEvent,
-  FAILING_ATTEMPT,
-  type IdentifiedEvent,
-  IntervalFolder,
-  type OperationalPublisher,
-  shouldRecordFailing,
+  attemptEvent, type AttemptFacts, clockState, disabledEvent, FAILING_ATTEMPT, type IdentifiedEvent, IntervalFolder,
+  type OperationalPublisher, shouldRecordFailing,
 } from '../../libs/operational/index.js';
 import { endpointFor } from './stages/admission.js';
 import type { Decision } from './stages/decide.js';
@@ -136,18 +129,10 @@ export class Operations {
 
   private facts(intake: IntakeEvent, attempts: number, status?: number, error?: string): AttemptFacts {
     const endpoint = this.endpointOf(intake);
-    return {
-      merchantId: intake.merchantId,
-      // Deleted mid-retry, it is still the one the webhook was for: its URL went with it.
-      endpointId: endpoint?.id ?? intake.endpointId ?? '',
-      url: endpoint?.url ?? '',
-      webhookId: intake.webhookId,
-      event: intake.event,
-      references: intake.references,
-      attempts,
-      lastHttpStatus: status ?? intake.lastStatus,
-      lastError: error ?? intake.lastError,
-    };
+    const { merchantId, webhookId, event, references } = intake;
+    // Deleted mid-retry, it is still the one the webhook was for: its URL went with it.
+    const where = { endpointId: endpoint?.id ?? intake.endpointId ?? '', url: endpoint?.url ?? '' };
+    return { merchantId, ...where, webhookId, event, references, attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError };
   }
 
   private fold(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): void {
@@ -219,7 +204,7 @@ export class Operations {
     // Told first once its own failures span a tenth, or at once where a clock runs; then when PostgreSQL said.
     if (streak.nextAt === undefined ? shared === undefined && !shouldRecordFailing(streak.since, at, after) : at < streak.nextAt) return;
     const run = streak;
-    const last = { attempts, status: status ?? intake.lastStatus, error: error ?? intake.lastError };
+    const last = { attempts: attempts ?? intake.attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError };
     this.background(intake.merchantId, webhook.url, 'record failing clock', async (writer) => {
       const written = await writer.recordHealth(intake.merchantId, webhook.url, { kind: 'failing', streakMs: at - run.since, afterMs: after });
       const clock = written?.clock;
@@ -236,7 +221,7 @@ export class Operations {
   }
 
   /** Turns the endpoint off if its clock is due by PostgreSQL's time, read under the merchant's lock. */
-  private async disable(writer: PgMerchantDirectory, intake: IntakeEvent, url: string, now: Date, last: { attempts?: number; status?: number; error?: string }): Promise<void> {
+  private async disable(writer: PgMerchantDirectory, intake: IntakeEvent, url: string, now: Date, last: { attempts: number; lastHttpStatus?: number; lastError?: string }): Promise<void> {
     let failingSince: string | undefined;
     let disabledAt = '';
     let endpointId = '';
@@ -253,25 +238,9 @@ export class Operations {
     if (!(await writer.update(intake.merchantId, change)).changed) return;
     this.deps.metrics?.disabled('failing');
     this.deps.logger.warn('endpoint disabled: every attempt failed for ENDPOINT_DISABLE_AFTER', { merchantId: intake.merchantId, endpointId, failingSince, disabledAt });
-    this.deps.publisher.emit(
-      disabledEvent(
-        {
-          merchantId: intake.merchantId,
-          endpointId,
-          url,
-          reason: 'failing',
-          disabledAt,
-          failingSince,
-          lastHttpStatus: last.status,
-          lastError: last.error,
-          webhookId: intake.webhookId,
-          event: intake.event,
-          references: intake.references,
-          attempts: last.attempts ?? intake.attempts,
-        },
-        now,
-      ),
-    );
+    const { merchantId, webhookId, event, references } = intake;
+    const facts = { merchantId, endpointId, url, reason: 'failing' as const, disabledAt, failingSince, webhookId, event, references, ...last };
+    this.deps.publisher.emit(disabledEvent(facts, now));
   }
 
   /** One write per endpoint at a time, in the background: none while one is under way. */

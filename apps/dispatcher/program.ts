@@ -165,30 +165,16 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   labelledGaugeFrom(registry, METRIC_NAMES.endpointRate, 'Webhooks per second a throttled endpoint is sent at: its maxPerSecond, or lower while its 429/503 answers slow it', 'merchant', () => [...throttle.rates()]);
   const dispatcher = new Dispatcher(
     {
-      throttle,
-      broker,
-      merchants,
-      http,
-      logger,
+      throttle, broker, merchants, http, logger, deliveryLog, operations, intakeKeys, now: options.now, order: orderGate,
       observer: deliveryMetrics(registry, config.OPERATIONAL_WEBHOOK_URL ? OPERATIONAL_EVENT_TYPES : []),
       waits: { store: waitStore, writer: waitWriter },
-      order: orderGate,
-      deliveryLog,
-      operations,
       failures: new FailedStore(opened.database),
       platform: platformEndpoint(config.OPERATIONAL_WEBHOOK_URL, config.OPERATIONAL_WEBHOOK_SECRET),
-      intakeKeys,
-      now: options.now,
     },
     {
-      prefix: config.TOPOLOGY_PREFIX,
-      retryDelaysMs: config.RETRY_SCHEDULE,
-      deliveryTimeoutMs: config.DELIVERY_TIMEOUT_MS,
-      concurrency: config.DISPATCH_CONCURRENCY,
+      prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, deliveryTimeoutMs: config.DELIVERY_TIMEOUT_MS,
+      concurrency: config.DISPATCH_CONCURRENCY, maxMessageBytes: config.MAX_MESSAGE_BYTES, userAgent: USER_AGENT, waitLeaseMs: config.WAIT_LEASE,
       drainTimeoutMs: Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT / 2)),
-      maxMessageBytes: config.MAX_MESSAGE_BYTES,
-      userAgent: USER_AGENT,
-      waitLeaseMs: config.WAIT_LEASE,
     },
   );
   const circuitRows = new CircuitRows(waitsQueries, waitStore, (m, e) => dispatcher.admission.keyOfCircuit(m, e), dispatcher.guards, logger);

@@ -15,10 +15,7 @@ import { publishIn, type Span, spanLogFields } from '../../../libs/tracing/index
 /** Failures that say the merchant's webhook can no longer be sent to: its parked waits are handed back to end too. */
 const UNSENDABLE: ReadonlySet<string> = new Set([FAILED_REASONS.webhookDisabled, FAILED_REASONS.endpointDisabled, FAILED_REASONS.merchantRemoved]);
 
-/**
- * Whether a hand-back's failure closes its endpoint's circuit unanswered: nothing can be sent to the
- * endpoint, or the probe's own webhook cannot. Left open, the row would probe a lease later with the next parked wait.
- */
+/** A hand-back's failure closes its circuit unanswered when nothing, or not the probe's own webhook, can be sent there. */
 function closesUnanswered(intake: IntakeEvent, reason: string): boolean {
   return UNSENDABLE.has(reason) || (intake.probe === true && reason === FAILED_REASONS.eventNotSubscribed);
 }
@@ -166,22 +163,13 @@ export class EffectStage {
 
   /** The failure, resendable at once; never rejects: a write that fails is left to the recorder. */
   private async index(delivery: Delivery, intake: IntakeEvent, decision: Extract<Decision, { kind: 'failed' }>, headers: ScalarHeaders, now: Date, span: Span | undefined): Promise<void> {
+    const { merchantId, webhookId, endpointId, resend, event, references } = intake;
+    const { reason, attempts, status: lastStatus, error: lastError } = decision;
     await this.deps.failures?.record({
-      merchantId: intake.merchantId,
-      webhookId: intake.webhookId,
-      endpointId: intake.endpointId,
-      failedAt: now,
-      resend: intake.resend,
-      event: intake.event,
-      references: intake.references,
-      reason: decision.reason,
-      attempts: decision.attempts,
-      lastStatus: decision.status,
-      lastError: decision.error,
-      content: delivery.message.content.toString('utf8'),
-      headers,
+      merchantId, webhookId, endpointId, failedAt: now, resend, event, references, reason, attempts, lastStatus, lastError,
+      content: delivery.message.content.toString('utf8'), headers,
     }).catch((err: unknown) => {
-      this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: (err as Error).message, ...spanLogFields(span) });
+      this.deps.logger.warn('failure not indexed; the recorder indexes it from the delivery log', { merchantId, webhookId, error: (err as Error).message, ...spanLogFields(span) });
     });
   }
 
@@ -241,10 +229,8 @@ export class EffectStage {
 
   private async park(delivery: Delivery, code: string, detail: string, span: Span | undefined, intake?: IntakeEvent, handTaken?: HandBack, places: readonly OrderEnd[] = []): Promise<void> {
     const { message } = delivery;
-    // An ordered head parked ends its place (after the move, before the ack), or its reference waits
-    // for ever; a hand-back whose hand is current ends its wait, or it is parked again every lease;
-    // a copy that failed intake ends the places an earlier walk took. Nothing is recorded: a parked
-    // message is in no merchant's log.
+    // An ordered head parked ends its place (after the move, before the ack), a current hand-back its
+    // wait, a copy that failed intake the places an earlier walk took. A parked message is in no log.
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
     const order = this.deps.order;
     const settle = async () => {
@@ -266,9 +252,8 @@ export class EffectStage {
   }
 
   /**
-   * A park that threw, after an unexpected error: never requeued to `dispatch` (a loop). A fan-out's
-   * share goes back to its fan-out, which hands it on; else it is rejected, and the broker
-   * dead-letters it to `invalid` (at-least-once).
+   * A park that threw: never requeued to `dispatch` (a loop). A fan-out's share goes back to its
+   * fan-out, which hands it on; else it is rejected, and the broker dead-letters it to `invalid`.
    */
   unparked(delivery: Delivery, share: boolean, err: unknown, span: Span | undefined): void {
     const error = String((err as Error)?.message ?? err);
@@ -311,9 +296,8 @@ export class EffectStage {
 
   /**
    * A hand-back's attempt ended: its wait goes (if still this hand's); `closes` ends the endpoint's
-   * circuit (WaitEnd). An ordered webhook releases the next of its reference first: a crash between
-   * leaves the wait to hand it back. An end PostgreSQL refuses leaves the outcome as it is (the takes
-   * bound its hand-backs, WAIT_TAKE_LIMIT). A copy moved back from invalid ends its key's wait only if spent (hand 0).
+   * circuit. An ordered webhook releases the next of its reference first: a crash between leaves the
+   * wait to hand it back. An end PostgreSQL refuses leaves the outcome as it is (WAIT_TAKE_LIMIT bounds it).
    */
   private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));

@@ -1,22 +1,9 @@
 import { hash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import {
-  brokerPark,
-  type EventName,
-  HEADERS,
-  foreignHeaderBytes,
-  isEventName,
-  isWellFormedReference,
-  isWellFormedWebhookId,
-  PLATFORM_MERCHANT_ID,
-  REFERENCE_FIELDS,
-  orderKeyOf,
-  MAX_FOREIGN_HEADER_BYTES,
-  rawMember,
-  referencesOf,
-  scalarHeaders,
-  upstreamMessageSchema,
-  WEBHOOK_ID_RULE,
+  brokerPark, type EventName, HEADERS, foreignHeaderBytes, isEventName, isWellFormedReference, isWellFormedWebhookId,
+  PLATFORM_MERCHANT_ID, REFERENCE_FIELDS, orderKeyOf, MAX_FOREIGN_HEADER_BYTES, rawMember, referencesOf, scalarHeaders,
+  upstreamMessageSchema, WEBHOOK_ID_RULE,
 } from '../../../libs/contracts/index.js';
 import { OPERATIONAL_EVENT_TYPES, type OperationalEventType } from '../../../libs/operational/index.js';
 import { ENDPOINT_ID } from '../../../libs/merchants/index.js';
@@ -141,7 +128,6 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     ...(hand === 0 && typeof headers[HEADERS.originalRoutingKey] === 'string' ? { movedBack: true } : {}),
   };
 }
-
 
 function merchantEventOf(json: unknown, text: string) {
   const { merchantId, event, data } = envelopeOf(json);

@@ -19,21 +19,9 @@ export function recordOf(
   const firstSeenAt = intake.firstSeenAt === at ? at : new Date(intake.firstSeenAt).toISOString();
   // One literal per record, not a shared base spread into each: the hot path.
   const record = (outcome: DeliveryRecordInput['outcome'], attemptNumber: number, reason?: string, nextAttemptAt?: string, attempt?: Attempt): DeliveryRecordInput => ({
-    id: randomUUID(),
-    at,
-    webhookId: intake.webhookId,
-    merchantId: intake.merchantId,
-    endpointId: intake.endpointId,
-    event: intake.event,
-    references: intake.references,
-    payload: intake.body,
-    firstSeenAt,
-    outcome,
-    attemptNumber,
-    resend: intake.resend,
-    attempt,
-    nextAttemptAt,
-    reason,
+    id: randomUUID(), at, webhookId: intake.webhookId, merchantId: intake.merchantId, endpointId: intake.endpointId,
+    event: intake.event, references: intake.references, payload: intake.body, firstSeenAt, outcome, attemptNumber,
+    resend: intake.resend, attempt, nextAttemptAt, reason,
   });
   // What the merchant reads: the error's class (never its message) and an answer's first bytes only when there was one.
   const attempt = (httpStatus: number | undefined, errorClass: string | undefined): Attempt | undefined => {
