@@ -21,11 +21,8 @@ export const dispatcherEnvSchema = z.object({
   /** At most what a delivery record can carry in a RabbitMQ 4 message (MAX_RECORDED_BODY_BYTES). */
   MAX_MESSAGE_BYTES: envFields.positiveInt(256 * 1024, MAX_RECORDED_BODY_BYTES),
   /** /metrics, /healthz and /readyz of the dispatcher (it has no other HTTP port); 0 picks a free port. */
-  METRICS_PORT: z
-    .string()
-    .default('9464')
-    .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535')
-    .transform(Number),
+  METRICS_PORT: z.string().default('9464')
+    .refine((v) => /^\d+$/.test(v) && Number(v) <= 65_535, 'must be a port number from 0 to 65535').transform(Number),
   /** How long a stop (SIGTERM) may take, draining deliveries in flight included; the process exits by then whatever the broker does. */
   SHUTDOWN_TIMEOUT: envFields.durationMs('30s', SHUTDOWN_TIMEOUT_MAX),
   DELIVERY_LOG: deliveryLogFields.DELIVERY_LOG,

@@ -154,17 +154,14 @@ export class Operations {
       last.told = undefined;
     } else {
       // Deleted endpoints are forgotten, or a merchant whose endpoints churn grows this without bound.
-      if (endpoints.size >= MAX_ENDPOINTS_PER_MERCHANT) this.forgetDeleted(merchantId, endpoints);
+      if (endpoints.size >= MAX_ENDPOINTS_PER_MERCHANT) {
+        const live = new Set(this.deps.merchants.byId(merchantId)?.endpoints.map((endpoint) => endpoint.id));
+        for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
+      }
       endpoints.set(webhook.id, (last = { url: webhook.url, at }));
     }
     if (this.streaks.size > 0) this.streaks.delete(`${merchantId}\n${webhook.url}`);
     if (webhook.failingSince) this.tellSuccess(merchantId, webhook, last);
-  }
-
-
-  private forgetDeleted(merchantId: string, endpoints: Map<string, unknown>): void {
-    const live = new Set(this.deps.merchants.byId(merchantId)?.endpoints.map((endpoint) => endpoint.id));
-    for (const id of endpoints.keys()) if (!live.has(id)) endpoints.delete(id);
   }
 
   /**

@@ -65,8 +65,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
-  // The database's side and RabbitMQ's are waited for side by side: the first to give up ends the
-  // other's wait, and is the cause start-up reports.
+  // The database and RabbitMQ are waited for at once: the first to give up ends the other's wait and is the cause reported.
   const failed = new AbortController();
   let firstCause: { error: unknown } | undefined;
   const giveUp = (err: unknown): never => {
@@ -87,10 +86,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const schemaReady = () => (given ? awaitSchema(given, logger, schemaOptions) : awaitSchemaAt(config.DATABASE_URL!, 'webhooks-dispatcher schema check', logger, schemaOptions));
   const [loaded, connected] = await Promise.allSettled([
     schemaReady().then(() => openMerchants(config, logger, {
-      database: given,
-      applicationName: 'webhooks-dispatcher merchants',
-      signal,
-      pollIntervalMs: options.merchantsPollMs,
+      database: given, applicationName: 'webhooks-dispatcher merchants', signal, pollIntervalMs: options.merchantsPollMs,
       seedFile: config.WEBHOOKS_DEV ? DEV_MERCHANTS_FILE : undefined,
     })).then(
       (opened) => {
@@ -100,11 +96,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
       giveUp,
     ),
     openTopologyBroker({
-      url: config.RABBITMQ_URL,
-      name: 'webhooks-dispatcher',
-      logger,
+      url: config.RABBITMQ_URL, name: 'webhooks-dispatcher', logger, signal,
       topology: { ...topologyOf(config), operationalWebhook: config.OPERATIONAL_WEBHOOK_URL !== undefined },
-      signal,
     }).catch(giveUp),
   ]);
   if (loaded.status === 'fulfilled') cleanup.add(() => loaded.value.close());
@@ -114,15 +107,9 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const opened = loaded.value;
   const merchants: MerchantDirectory = opened.merchants;
   const broker: BrokerConnection = connected.value;
-  const closeMerchants = async () => {
-    await opened.close();
-    await ownDatabase?.close();
-  };
   const names = topologyNames(config.TOPOLOGY_PREFIX);
-  const http = createUndiciClient({
-    allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS,
-    responseBodyBytes: config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0,
-  });
+  const responseBodyBytes = config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0;
+  const http = createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS, responseBodyBytes });
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
   // whatever the server's default, since a written wait is acked at once.
   const waitsDatabase = !options.database && config.DATABASE_URL
@@ -140,7 +127,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Places of endpoints that no longer order, whose end never came: released after the lease.
   const orderUpkeep = new OrderUpkeep(orderStore, () => orderingLines(merchants.list()), logger, { olderThanMs: leaseMs });
   // Intake keys on a pool of their own with short timeouts: a slow PostgreSQL lets intake go on unchecked.
-  const dedupeOn = config.INTAKE_DEDUPE_WINDOW > 0;
   const keysDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 5_000, maxConnections: 2, applicationName: 'webhooks-dispatcher intake keys' })
     : undefined;
@@ -149,7 +135,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // With the check off too: its upkeep drops the keys taken while it was on.
   const keyUpkeep = new IntakeChecker(new IntakeKeyStore(keysQueries, config.INTAKE_DEDUPE_WINDOW), logger, options.intakeCheck);
   cleanup.add(() => keyUpkeep.stop());
-  const intakeKeys = dedupeOn ? keyUpkeep : undefined;
+  const intakeKeys = config.INTAKE_DEDUPE_WINDOW > 0 ? keyUpkeep : undefined;
   const deliveryLog = config.DELIVERY_LOG === 'on' ? new DeliveryRecorder(broker, logger, { prefix: config.TOPOLOGY_PREFIX, replication: replicationOf(config) }) : undefined;
   await deliveryLog?.start();
   const operationalCounts = operationalMetrics(registry, OPERATIONAL_EVENT_TYPES, DISABLED_REASONS);
@@ -247,7 +233,10 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
           await keysDatabase?.close();
         }, budget.left() / 3);
         await budget.step('health server', () => health.close(), budget.left() / 3);
-        await budget.step('merchant directory', closeMerchants, budget.left() / 2);
+        await budget.step('merchant directory', async () => {
+          await opened.close();
+          await ownDatabase?.close();
+        }, budget.left() / 2);
         await budget.step('broker connection', () => broker.close(budget.left()));
         http.close();
       })();

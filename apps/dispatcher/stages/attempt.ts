@@ -31,16 +31,11 @@ export class AttemptStage {
       // A replaced secret's grace by PostgreSQL's clock, which stamped it; the timestamp is this host's.
       const signed = this.signer.sign(signingSecrets(webhook, this.merchants?.clock?.() ?? now), intake.webhookId, intake.body, now);
       const request = {
-        url: webhook.url,
-        body: intake.body,
-        timeoutMs: this.settings.deliveryTimeoutMs,
+        url: webhook.url, body: intake.body, timeoutMs: this.settings.deliveryTimeoutMs,
         // One literal of a fixed shape: no copy per delivery.
         headers: {
-          'content-type': 'application/json',
-          'user-agent': this.settings.userAgent,
-          'webhook-id': signed['webhook-id'],
-          'webhook-timestamp': signed['webhook-timestamp'],
-          'webhook-signature': signed['webhook-signature'],
+          'content-type': 'application/json', 'user-agent': this.settings.userAgent, 'webhook-id': signed['webhook-id'],
+          'webhook-timestamp': signed['webhook-timestamp'], 'webhook-signature': signed['webhook-signature'],
         } as Record<string, string>,
       };
       const attempt = span && attemptSpan(span, request);

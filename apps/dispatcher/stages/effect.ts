@@ -6,7 +6,7 @@ import type { DeliveryObserver, Outcome } from '../../../libs/metrics/index.js';
 import type { RetryPolicy } from '../../../libs/retry-policy/index.js';
 import { WriteRefusedError } from '../../../libs/runtime/index.js';
 import type { TopologyNames } from '../../../libs/topology/index.js';
-import type { WaitPutReason, WaitWriter } from '../../../libs/waits/index.js';
+import type { WaitEnd, WaitPutReason, WaitWriter } from '../../../libs/waits/index.js';
 import type { OrderEnd, OrderGate } from '../../../libs/ordering/index.js';
 import type { Decision } from './decide.js';
 import type { HandBack, IntakeEvent } from './intake.js';
@@ -280,9 +280,7 @@ export class EffectStage {
       ...waitKeyOf(intake),
       hand: intake.hand ?? 0,
       attempt: typeof headers[HEADERS.attempts] === 'number' ? (headers[HEADERS.attempts] as number) : intake.attempts,
-      delayMs,
-      reason,
-      headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
+      delayMs, reason, headers: { ...headers, [HEADERS.webhookId]: intake.webhookId },
       content: intake.hand === undefined ? delivery.message.content : undefined,
       spanLeftMs: this.deps.policy.spanLeftMs(intake.resentAt ?? intake.firstSeenAt, this.deps.now()),
       circuitMs,
@@ -303,10 +301,7 @@ export class EffectStage {
     if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
     const circuit = closes === undefined || intake.hand === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
     if ((intake.hand === undefined && !intake.movedBack) || !this.deps.waits) return;
-    await this.deps.waits.end({ ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }).catch((err: unknown) => {
-      if (!(err instanceof WriteRefusedError)) throw err;
-      this.deps.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: intake.merchantId, webhookId: intake.webhookId, error: err.message });
-    });
+    await endWaitOrLog(this.deps.waits, { ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }, this.deps.logger);
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */
@@ -340,6 +335,14 @@ export class EffectStage {
 /** The key of a webhook's wait (and place in its reference's order): per endpoint ('' for a copy from before endpoints). */
 export function waitKeyOf(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId'>): { merchantId: string; webhookId: string; endpointId: string } {
   return { merchantId: intake.merchantId, webhookId: intake.webhookId, endpointId: intake.endpointId ?? '' };
+}
+
+/** An end PostgreSQL refuses is logged and left: the wait's takes bound its hand-backs (WAIT_TAKE_LIMIT). */
+export function endWaitOrLog(waits: WaitWriter, end: WaitEnd, logger: Logger): Promise<void> {
+  return waits.end(end).catch((err: unknown) => {
+    if (!(err instanceof WriteRefusedError)) throw err;
+    logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: end.merchantId, webhookId: end.webhookId, error: err.message });
+  });
 }
 
 /** A webhook's fields for a log line, built only where one is written. */

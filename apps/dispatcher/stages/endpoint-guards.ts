@@ -103,7 +103,6 @@ export class EndpointGuards {
     this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
   }
 
-  /** Requests in flight for a merchant now, to all its endpoints. */
   merchantInFlight(merchantId: string): number {
     let total = 0;
     for (const [share, state] of this.merchants) if (share === merchantId || share.startsWith(endpointKey(merchantId, ''))) total += state.started.length;
@@ -146,8 +145,7 @@ export class EndpointGuards {
       const probe = request.probe === true;
       if ((probe || state.started.length < this.options.maxInFlight) && merchant.started.length < this.maxPerMerchant) {
         if (this.total < this.maxTotal) return this.send(state, merchant, probe);
-        // The process has no room: wait for any request to end, unless the endpoint's line is long
-        // (a busy endpoint's deliveries would fill the prefetch).
+        // The process has no room: wait for any request to end, unless the endpoint's line is long.
         if (this.setAside(state, state.waiters.length + state.blocked, request)) return this.leave(state, merchant, { kind: 'defer' });
         state.blocked++;
         await new Promise<void>((resolve) => this.waitForRoom(Object.assign(resolve, { since, endpoint: state })));
@@ -353,8 +351,7 @@ export class EndpointGuards {
           if (probe || (state.unanswered && state.openUntil === 0)) opens = Math.min(state.cooldownMs * 2, this.options.maxCooldownMs);
           else if (state.failures >= this.options.failureThreshold && state.openUntil === 0 && mostlyFailed(state.recent)) opens = state.cooldownMs;
         }
-        // The free slot goes to the delivery waiting longest, this endpoint's next or the first in
-        // the process's line; the others woken wait again by age.
+        // The free slot goes to the longest waiting of this endpoint's and the process's lines' firsts.
         const merchantWaiter = merchant.waiters[0];
         const endpointWaiter = state.waiters[0];
         const own = endpointWaiter ?? merchantWaiter;

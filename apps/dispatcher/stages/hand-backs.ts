@@ -3,7 +3,7 @@ import { type Span, spanLogFields } from '../../../libs/tracing/index.js';
 import { WriteRefusedError } from '../../../libs/runtime/index.js';
 import { type TakeResult, WAIT_TAKE_LIMIT, type WaitStore, WaitTaker, type WaitWriter } from '../../../libs/waits/index.js';
 import type { Finding } from './decide.js';
-import { waitKeyOf } from './effect.js';
+import { endWaitOrLog, waitKeyOf } from './effect.js';
 import type { HandBack, IntakeEvent } from './intake.js';
 
 /**
@@ -24,10 +24,7 @@ export class HandBackTakes {
   private async took(handBack: HandBack, again = false): Promise<TakeResult> {
     const took = await this.taker.take({ ...waitKeyOf(handBack), hand: handBack.hand, again });
     if (took !== 'ended') return took;
-    await this.waits.writer.end({ ...waitKeyOf(handBack), hand: handBack.hand }).catch((err: unknown) => {
-      if (!(err instanceof WriteRefusedError)) throw err;
-      this.logger.error('wait not ended: PostgreSQL refused it; handed back again, it is parked after WAIT_TAKE_LIMIT takes', { merchantId: handBack.merchantId, webhookId: handBack.webhookId, error: err.message });
-    });
+    await endWaitOrLog(this.waits.writer, { ...waitKeyOf(handBack), hand: handBack.hand }, this.logger);
     return 'stale';
   }
 

@@ -98,16 +98,10 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
   const lastStatus = headers[HEADERS.lastStatus];
   const hand = count(headers[HEADERS.waitHand]);
   const test = message.properties.headers?.[HEADERS.testEvent] === true;
-  // A test event's endpoint is trusted from upstream's exchange: it only narrows the delivery to one
-  // of the merchant's endpoints.
+  // A test event's endpoint is trusted from upstream's exchange: it only narrows the delivery.
   const endpointId = (test ? message.properties.headers : headers)?.[HEADERS.endpointId];
   return {
-    merchantId,
-    endpointId: endpointIdOf(endpointId),
-    event,
-    references,
-    body,
-    webhookId: webhookIdOf(message),
+    merchantId, endpointId: endpointIdOf(endpointId), event, references, body, webhookId: webhookIdOf(message),
     attempts: count(headers[HEADERS.attempts]),
     deferrals: count(headers[HEADERS.deferrals]),
     postponements: count(headers[HEADERS.postponements]),

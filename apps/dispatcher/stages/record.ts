@@ -6,11 +6,7 @@ import type { IntakeEvent } from './intake.js';
 
 /** The delivery log's record of one settled delivery; pure. Undefined where there is nothing a merchant could look up. */
 export function recordOf(
-  intake: IntakeEvent | undefined,
-  finding: Finding,
-  decision: Decision,
-  policy: RetryPolicy,
-  now: Date,
+  intake: IntakeEvent | undefined, finding: Finding, decision: Decision, policy: RetryPolicy, now: Date,
 ): DeliveryRecordInput | undefined {
   if (!intake || decision.kind === 'superseded' || decision.kind === 'erased' || decision.kind === 'returned') return undefined;
   const trace = finding.kind === 'sent' || finding.kind === 'attempt-failed' ? finding.trace : undefined;

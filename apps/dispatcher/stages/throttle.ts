@@ -149,8 +149,7 @@ export class Throttle {
         release?.();
       }
       if (granted.inMs <= 0) return this.sending(key, intervalMs);
-      // The slot's time counts from the take's start, as PostgreSQL's clock did, not from its answer
-      // (answers late by different amounts bunched slots of several dispatchers).
+      // Timed from the take's start, as PostgreSQL's clock: answers late by different amounts bunched slots.
       const target = granted.from + granted.inMs;
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, target - this.now())).unref?.());

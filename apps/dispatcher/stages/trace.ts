@@ -13,16 +13,9 @@ let processing = { queue: '', name: '', attributes: {} };
 
 export function deliverySpan(message: ConsumeMessage, queue: string): Span | undefined {
   if (queue !== processing.queue) {
-    processing = {
-      queue,
-      name: `process ${queue}`,
-      attributes: {
-        [ATTR.messagingSystem]: MESSAGING_SYSTEM,
-        [ATTR.messagingOperationType]: 'process',
-        [ATTR.messagingOperationName]: 'process',
-        [ATTR.messagingDestination]: queue,
-      },
-    };
+    const operation = { [ATTR.messagingOperationType]: 'process', [ATTR.messagingOperationName]: 'process' };
+    const attributes = { [ATTR.messagingSystem]: MESSAGING_SYSTEM, ...operation, [ATTR.messagingDestination]: queue };
+    processing = { queue, name: `process ${queue}`, attributes };
   }
   const span = spanFromHeaders(processing.name, SpanKind.CONSUMER, message.properties.headers, processing.attributes);
   if (span?.isRecording()) {
@@ -72,12 +65,10 @@ export function attemptSpan(parent: Span, request: WebhookRequest): Span {
 
 /** Ends an attempt's span with the response's status, or the error that stopped it. */
 export function endAttempt(span: Span, response: WebhookResponse | undefined, err?: unknown): void {
-  if (response) {
-    if (span.isRecording()) {
-      span.setAttribute(ATTR.httpStatus, response.status);
-      if (response.status >= 400) span.setAttribute(ATTR.errorType, String(response.status)).setStatus({ code: SpanStatusCode.ERROR });
-    }
-  } else if (span.isRecording()) {
+  if (response && span.isRecording()) {
+    span.setAttribute(ATTR.httpStatus, response.status);
+    if (response.status >= 400) span.setAttribute(ATTR.errorType, String(response.status)).setStatus({ code: SpanStatusCode.ERROR });
+  } else if (!response && span.isRecording()) {
     markFailed(span, err, err instanceof WebhookNetworkError ? err.code : err instanceof DeliveryFailedError ? err.name : undefined);
   }
   span.end();
