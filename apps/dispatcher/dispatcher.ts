@@ -404,7 +404,8 @@ export class Dispatcher {
   private recordLost(record: DeliveryRecordInput, err: unknown, span: Span | undefined): void {
     this.recordsLost++;
     const { merchantId, webhookId, outcome } = record;
-    this.deps.logger.error('delivery record not written; the delivery goes on without it', { merchantId, webhookId, outcome, error: (err as Error)?.message, ...spanLogFields(span) });
+    const fields = { merchantId, webhookId, outcome, error: (err as Error)?.message, ...spanLogFields(span) };
+    this.deps.logger.error('delivery record not written; the delivery goes on without it', fields);
   }
 
   private track(work: Promise<void>): void {

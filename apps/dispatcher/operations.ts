@@ -132,7 +132,8 @@ export class Operations {
     const { merchantId, webhookId, event, references } = intake;
     // Deleted mid-retry, it is still the one the webhook was for: its URL went with it.
     const where = { endpointId: endpoint?.id ?? intake.endpointId ?? '', url: endpoint?.url ?? '' };
-    return { merchantId, ...where, webhookId, event, references, attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError };
+    const last = { attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError };
+    return { merchantId, ...where, webhookId, event, references, ...last };
   }
 
   private fold(type: 'message.attempt.failing' | 'message.attempt.exhausted' | 'message.attempt.recovered', facts: AttemptFacts, now: Date): void {
@@ -201,7 +202,9 @@ export class Operations {
     // Told first once its own failures span a tenth, or at once where a clock runs; then when PostgreSQL said.
     if (streak.nextAt === undefined ? shared === undefined && !shouldRecordFailing(streak.since, at, after) : at < streak.nextAt) return;
     const run = streak;
-    const last = { attempts: attempts ?? intake.attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError };
+    const last = {
+      attempts: attempts ?? intake.attempts, lastHttpStatus: status ?? intake.lastStatus, lastError: error ?? intake.lastError,
+    };
     this.background(intake.merchantId, webhook.url, 'record failing clock', async (writer) => {
       const written = await writer.recordHealth(intake.merchantId, webhook.url, { kind: 'failing', streakMs: at - run.since, afterMs: after });
       const clock = written?.clock;

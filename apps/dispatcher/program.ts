@@ -159,7 +159,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     },
     {
       prefix: config.TOPOLOGY_PREFIX, retryDelaysMs: config.RETRY_SCHEDULE, deliveryTimeoutMs: config.DELIVERY_TIMEOUT_MS,
-      concurrency: config.DISPATCH_CONCURRENCY, maxMessageBytes: config.MAX_MESSAGE_BYTES, userAgent: USER_AGENT, waitLeaseMs: config.WAIT_LEASE,
+      concurrency: config.DISPATCH_CONCURRENCY, maxMessageBytes: config.MAX_MESSAGE_BYTES,
+      userAgent: USER_AGENT, waitLeaseMs: config.WAIT_LEASE,
       drainTimeoutMs: Math.max(0, config.SHUTDOWN_TIMEOUT - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT / 2)),
     },
   );

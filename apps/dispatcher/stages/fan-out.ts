@@ -64,7 +64,8 @@ class EndpointShare implements Delivery {
  */
 export async function fanOut(
   original: Delivery, intake: IntakeEvent, endpointIds: readonly string[],
-  walk: (share: Delivery, intake: IntakeEvent) => Promise<void>, handOn: (share: Delivery, intake: IntakeEvent) => Promise<unknown>,
+  walk: (share: Delivery, intake: IntakeEvent) => Promise<void>,
+  handOn: (share: Delivery, intake: IntakeEvent) => Promise<unknown>,
 ): Promise<void> {
   const shares = endpointIds.map(() => new EndpointShare(original));
   const intakes = endpointIds.map((endpointId): IntakeEvent => ({ ...intake, endpointId }));
