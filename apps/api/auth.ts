@@ -86,10 +86,7 @@ export class Authenticator {
   }
 }
 
-/**
- * jwtVerify, trying each key when several of the JWKS could have signed the token (a rotation whose keys
- * or tokens carry no `kid`, or share one): jose leaves that to its caller, and such a token was refused.
- */
+/** jwtVerify, trying each key when several of the JWKS could have signed the token (no `kid`, or a shared one). */
 async function verifyWithAnyKey(token: string, getKey: JWTVerifyGetKey, options: JWTVerifyOptions): Promise<JWTPayload> {
   try {
     return (await jwtVerify(token, getKey, options)).payload;

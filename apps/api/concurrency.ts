@@ -8,9 +8,8 @@ export class TooManyInFlightError extends NamedError {
 }
 
 /**
- * At most `perKey` operations in flight per key (a merchant); the next `queue` wait their turn in
- * arrival order, each at most `waitMs`, and any more are refused at once. Per instance: it keeps
- * one merchant's heavy reads from filling this instance's pool.
+ * At most `perKey` operations in flight per key (a merchant); the next `queue` wait in arrival order, each at
+ * most `waitMs`; any more are refused. It keeps one merchant's heavy reads from filling this instance's pool.
  */
 export class KeyedConcurrency {
   private readonly keys = new Map<string, { running: number; waiting: Array<() => void> }>();
@@ -39,17 +38,16 @@ export class KeyedConcurrency {
     }
     const retryAfterSeconds = Math.max(1, Math.ceil(this.waitMs / 1000));
     if (entry.waiting.length >= this.queue) return Promise.reject(new TooManyInFlightError(retryAfterSeconds));
-    const waiting = entry.waiting;
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
-        waiting.splice(waiting.indexOf(start), 1);
+        entry.waiting.splice(entry.waiting.indexOf(start), 1);
         reject(new TooManyInFlightError(retryAfterSeconds));
       }, this.waitMs);
       const start = () => {
         clearTimeout(timer);
         resolve();
       };
-      waiting.push(start);
+      entry.waiting.push(start);
     });
   }
 

@@ -20,24 +20,18 @@ function rateLimit(defaultText: string, what: string) {
 }
 
 /** Hosts a browser treats as a secure context over plain http: a portal there is one machine's demo. */
-export function isLoopbackUrl(url: string): boolean {
+function isLoopbackUrl(url: string): boolean {
   const host = new URL(url).hostname;
   return host === 'localhost' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/**
- * A token value is compared byte for byte: a secret, issuer or audience with a space or the newline
- * of the file it came from (a Kubernetes Secret made with --from-file) would refuse every token.
- */
+/** Compared byte for byte: the newline of the file a value came from (a Kubernetes Secret) would refuse every token. */
 const unpadded = (value: string) => value.trim() === value;
 const PADDED = 'must not begin or end with whitespace (a newline from the file it came from?): every token would be refused';
 
 const TRUST_PRESETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
-/**
- * TRUST_PROXY: a hop count, or a comma-separated list of Express's presets, addresses and CIDRs.
- * `true` is refused: any client could name its own address and get a new budget per request.
- */
+/** A hop count, or Express's presets, addresses and CIDRs; never `true`: any client could name its own address. */
 function trustProxy() {
   return z
     .string()
@@ -67,7 +61,6 @@ export const apiEnvSchema = z
     TOPOLOGY_PREFIX: envFields.topologyPrefix,
     ...replicationFields,
     PORT: envFields.port('8080'),
-    /** When set, /metrics or /admin is served there and not on PORT. */
     METRICS_PORT: envFields.port(),
     ADMIN_PORT: envFields.port(),
     WEBHOOKS_DEV: envFields.boolean(false),

@@ -13,28 +13,25 @@ export interface ApiDeps {
   auth: Authenticator;
   resend: ResendService;
   limiter: RateLimiter;
-  /** The portal's writes per merchant, apart from its API budget, and its link exchanges per address. */
   portalLimits: { settings: ReturningLimiter; tests: RateLimiter; recover: RateLimiter; address: RateLimiter };
-  /** Express's `trust proxy` (TRUST_PROXY): which proxies may name the client in X-Forwarded-For. */
+  /** TRUST_PROXY, as Express's `trust proxy`. */
   trustProxy?: number | string[];
   logger: Logger;
   brokerConnected: () => boolean;
   registry: Registry;
-  /** False when METRICS_PORT, or ADMIN_PORT, gives /metrics, or /admin, a port of its own. */
+  /** False when METRICS_PORT, or ADMIN_PORT, serves it. */
   serveMetrics: boolean;
   serveAdmin: boolean;
   merchants: MerchantDirectory;
   settings: MerchantSettings;
   audit: Queryable;
-  /** The delivery log's reads, and /readyz's view of it; absent with DELIVERY_LOG=off. */
+  /** Absent with DELIVERY_LOG=off. */
   log?: DeliveryLogQueries;
   logHealth?: () => LogHealthState;
-  /** Per merchant: log reads per minute, and log reads in flight at once. */
   logLimiter: RateLimiter;
   logConcurrency: KeyedConcurrency;
-  /** Whether PostgreSQL answered its last check (every few seconds, on a connection of its own). */
   databaseReachable: () => boolean;
-  /** Merchants whose newest row this replica cannot open (a key it lacks): not ready while there are any. */
+  /** Merchants whose newest row this replica cannot open (a key it lacks). */
   merchantsUnreadable: () => number;
   portal: PortalDeps;
 }

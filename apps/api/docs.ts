@@ -2,10 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import express from 'express';
 
-/**
- * The API reference at /docs: Swagger UI served from this process (no CDN, so it works offline and
- * under a Content-Security-Policy of 'self': the page's script is a file, not inline).
- */
+/** Swagger UI from this process, no CDN: it works offline and under a CSP of 'self' (no inline script). */
 const ASSETS = ['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-32x32.png'];
 
 const PAGE = `<!doctype html>

@@ -76,7 +76,6 @@ export const rateLimited = (retryAfterSeconds: number, what = 'resend requests')
 export const unavailable = (message: string) =>
   new ApiError(503, 'service_unavailable', message, { 'retry-after': '5' });
 
-/** Retry-After in whole seconds, rounded up. */
 export const retryAfter = (ms: number) => ({ 'retry-after': String(Math.ceil(ms / 1000)) });
 
 export function errorBody(error: ApiError): { message: string; error: { code: string; status: number }; data: null } {

@@ -7,15 +7,12 @@ import { ApiError, notFound } from './errors.js';
 import { take } from './rate-limit.js';
 import { mount } from './mount.js';
 
-/** The list's filters as the route table parsed them (listQuery's output is a WebhookFilters). */
+/** The list's filters as the route table parsed them: listQuery's output is a WebhookFilters. */
 export function listFilters(query: Record<string, unknown>): WebhookFilters {
   return query as z.output<typeof listQuery>;
 }
 
-/**
- * A read of the log counted against `key`, its reads a minute (LOG_RATE_LIMIT) and in flight at once:
- * the merchant id (its API's reads and its portal's count together), or an operator's for it.
- */
+/** A read of the log counted against `key`: the merchant id (its API and its portal together), or an operator's. */
 export async function readLog<T>(deps: ApiDeps, key: string, work: (log: DeliveryLogQueries) => Promise<T>): Promise<T> {
   const log = deps.log;
   if (!log) throw new ApiError(503, 'log_disabled', 'The delivery log is switched off on this service (DELIVERY_LOG=off)');
@@ -26,7 +23,7 @@ export async function readLog<T>(deps: ApiDeps, key: string, work: (log: Deliver
 /** The delivery log's reads: the merchant's own (/nucleus), or any merchant's (/admin, behind the admin router's auth). */
 export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean): void {
   const base = isAdmin ? '/admin' : '';
-  // An operator's reads count apart from the merchant's own (`key`), so that support does not use them up.
+  // An operator's reads count apart, so that support does not use up the merchant's.
   const reader = async (req: Request, params: Record<string, unknown>) => {
     const merchantId = isAdmin ? (params.merchantId as string) : (await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'))).id;
     return { merchantId, key: isAdmin ? `admin ${merchantId}` : merchantId };

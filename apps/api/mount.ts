@@ -11,10 +11,7 @@ type Handler = (req: Request, res: Response, input: { params: Record<string, unk
 /** The media types express.json reads (app.ts): any other body is never parsed. */
 export const JSON_BODY_TYPES = ['application/json', 'application/*+json'];
 
-/**
- * A route that takes a body refuses one it cannot read: left unparsed it would be taken as empty,
- * and `curl -d` (form-encoded unless told) would change nothing, or the wrong thing, with a 200.
- */
+/** A body left unparsed would be taken as empty: `curl -d` (form-encoded) would change the wrong thing with a 200. */
 function checkBodyType(req: Request): void {
   const sent = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
   if (sent && !req.is(JSON_BODY_TYPES)) throw badRequest('invalid_body', 'The body must be JSON, sent with Content-Type: application/json');
@@ -34,10 +31,8 @@ const invalidMerchantId = () =>
   badRequest('invalid_merchant_id', 'The merchant id must be 1 to 200 letters, digits, ".", "_", ":" or "-", starting with a letter or digit');
 
 /**
- * The router decodes path parameters while it matches a route, before any handler: a malformed
- * percent-encoding (`%zz`, `%E0%A4%A`) throws there (a URIError with status 400). Answered with the
- * code parse() gives that parameter when it is malformed, the one the route's documentation lists,
- * not a generic bad_request. `path`: the request's whole path.
+ * A path parameter whose percent-encoding is malformed throws in the router, before any handler: answered
+ * with the code parse() gives that parameter, the one the route's documentation lists.
  */
 export function undecodableParameter(path: string): ApiError {
   // Express matches a path with a trailing slash too.
@@ -55,10 +50,8 @@ export function undecodableParameter(path: string): ApiError {
 }
 
 /**
- * The name of the first query parameter whose value's percent-encoded bytes are not UTF-8 (`%FF`, a
- * lone surrogate's `%ED%A0%80`), or undefined. The query parser refuses none: it puts U+FFFD in
- * their place, so the value a route looks up (a reference) would be another than the one the client
- * sent. A `%` not followed by two hex digits stays what it was (`50%off`), as the parser reads it.
+ * The first query parameter whose percent-encoded bytes are not UTF-8 (`%FF`): the parser would put U+FFFD
+ * in their place, another value than the client sent. A `%` without two hex digits stays as it is (`50%off`).
  */
 export function undecodableQuery(url: string): string | undefined {
   const at = url.indexOf('?');
@@ -66,8 +59,7 @@ export function undecodableQuery(url: string): string | undefined {
   for (const pair of url.slice(at + 1).split('&')) {
     const eq = pair.indexOf('=');
     if (eq < 0) continue;
-    // Each run of %XX is whole characters or none: what sits between runs is ASCII, never part of one.
-    // decodeURIComponent refuses a run that is not UTF-8, as it refuses such a path segment (decodes()).
+    // Each run of %XX is whole characters: what sits between runs is ASCII.
     const runs = pair.slice(eq + 1).match(/(?:%[0-9A-Fa-f]{2})+/g) ?? [];
     if (!runs.every(decodes)) return unescapeQuery(pair.slice(0, eq));
   }

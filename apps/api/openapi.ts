@@ -5,7 +5,6 @@ import type { RouteDeclaration } from './route-declaration.js';
 import { ROUTES } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
-/** OpenAPI 3.1 description of the API, made from the route table (routes.ts) but for its head and security schemes. */
 type Json = Record<string, unknown>;
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
@@ -23,12 +22,7 @@ function parameters(where: 'path' | 'query', shape: z.ZodObject | undefined): Js
   });
 }
 
-/**
- * What any request can be answered before its route is reached (app.ts, program.ts, starting.ts):
- * its headers over Node's limit, a JSON body (bodies are read for every route) that does not parse
- * or is over 16 KiB, and while the API starts, 503 (but /healthz and /readyz, which say so
- * themselves). A route's own description of a status keeps its codes, and is given these.
- */
+/** What any request can be answered before its route is reached (app.ts, program.ts, starting.ts). */
 const BEFORE_ROUTING: Record<string, { code: string; description: string }> = {
   '400': { code: 'invalid_body', description: 'invalid_body: a body sent as JSON that does not parse, on any route' },
   '413': { code: 'body_too_large', description: 'body_too_large: a request body over 16 KiB, on any route' },

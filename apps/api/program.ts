@@ -43,13 +43,11 @@ export interface ApiOptions {
   rateLimit?: { perMinute: number; burst: number };
   logRateLimit?: { perMinute: number; burst: number };
   portalAddressLimit?: { perMinute: number; burst: number };
-  /** Ends the start-up at once (Ctrl-C while the broker cannot be reached). */
   signal?: AbortSignal;
-  /** The database when the caller opened it (npm start shares one PGlite between the programs). */
+  /** npm start shares one PGlite between the programs. */
   database?: Database;
-  /** Instead of RESEND_CONFIRM_DEADLINE_MS: how long a resend waits for its copy's confirm before 503 resend_outcome_unknown. */
   resendConfirmDeadlineMs?: number;
-  /** Wraps what the log's reads run on: tests make one merchant's queries slow with it. */
+  /** Tests make one merchant's queries slow with it. */
   wrapLogQueries?: (db: Queryable) => Queryable;
 }
 
@@ -60,7 +58,7 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
   const progress = new StartupProgress();
   const starting = startingHandler(progress);
   const server = await listen(starting, config.PORT);
-  // What start-up opens, closed if a later step fails (ADMIN_PORT taken, the broker refused...).
+  // What start-up opens, closed if a later step fails.
   const cleanup = new Cleanup();
   cleanup.add(() => drain(server, 0));
   return cleanup.guard(() => startParts(config, logger, options, { server, starting }, progress, cleanup));
@@ -134,8 +132,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
     health: (merchantId) => endpointHealth(logDatabase!, merchantId),
     publish: (message, options) => publisher.publish(message, options),
-    // Without it (development mode only: the config requires it outside): this API's own port, never
-    // the request's Host, which whoever calls may set.
+    // Development mode only: this API's own port, never the request's Host, which the caller sets.
     baseUrl: config.PORTAL_PUBLIC_URL ?? `http://127.0.0.1:${port}`,
     // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
     secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
@@ -180,7 +177,6 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     portal,
   };
   const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
-  // Start-up is over: the app answers on PORT from now on.
   server.off('request', starting);
   server.on('request', createApp(deps));
   const adminPort = adminServer && (adminServer.address() as AddressInfo).port;
@@ -223,9 +219,8 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
   const server = createServer(handler);
   const open = new Set<ServerResponse>();
   answering.set(server, open);
-  // Ahead of the handler, which may answer at once. A request that comes once the server is closing
-  // came on a kept-alive connection (a proxy's pool, kube-proxy's conntrack after the pod left the
-  // Service): answered, and that connection closed with it.
+  // Ahead of the handler, which may answer at once. A request once the server is closing came on a
+  // kept-alive connection: answered, and that connection closed with it.
   server.prependListener('request', (_req, res) => {
     if (!server.listening) res.shouldKeepAlive = false;
     open.add(res);
@@ -251,16 +246,11 @@ async function listen(handler: RequestListener, port: number | undefined): Promi
   return server;
 }
 
-/**
- * Lets requests in flight finish, up to `waitMs`, then closes what is left. Each is answered with
- * `Connection: close`: else its client sends the next request on that connection, which node
- * serves, and the drain lasts until the client stops (or is cut at `waitMs`, mid-request).
- */
+/** Lets requests in flight finish, up to `waitMs`, each answered with `Connection: close`, then closes what is left. */
 async function drain(server: Server, waitMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  // One whose head already went (a docs asset being streamed) keeps its connection for one more
-  // request, which the 'request' listener above answers with Connection: close.
+  // One whose head already went keeps its connection for one more request, answered with Connection: close.
   for (const res of answering.get(server) ?? []) res.shouldKeepAlive = false;
   await within(waitMs, closed);
   server.closeAllConnections();

@@ -11,12 +11,11 @@ export interface RateLimiter {
   take(key: string): Promise<Allowance>;
 }
 
-/** A limiter that can give back what a granted take() counted, for what was then refused: a limit on changes counts those made. */
+/** Gives back a granted take for what was then refused: a limit on changes counts those made. */
 export interface ReturningLimiter extends RateLimiter {
   giveBack(key: string): Promise<void>;
 }
 
-/** Counts `key` against a limiter, 429 rate_limited naming `what` when refused. */
 export async function take(limiter: RateLimiter, key: string, what?: string): Promise<void> {
   const allowed = await limiter.take(key);
   if (!allowed.ok) throw rateLimited(allowed.retryAfterSeconds, what);
@@ -89,10 +88,7 @@ export class SharedRateLimiter implements ReturningLimiter {
 /** Refusals one replica remembers per limit (a key and a time each: under a megabyte). */
 export const REMEMBERED_REFUSALS = 10_000;
 
-/**
- * Remembers each refusal until its Retry-After runs out and answers the key from memory meanwhile:
- * a client over a shared limit then costs no query until it may try again.
- */
+/** Answers a refused key from memory until its Retry-After: a client over a shared limit costs no query meanwhile. */
 export class RememberedRefusals implements RateLimiter {
   private readonly until = new BoundedMap<string, number>(REMEMBERED_REFUSALS);
 
@@ -101,7 +97,6 @@ export class RememberedRefusals implements RateLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The refusal still running for `key`, if any, without asking the limiter. */
   refused(key: string): Allowance | undefined {
     const until = this.until.get(key);
     if (until === undefined) return undefined;
@@ -122,10 +117,7 @@ export class RememberedRefusals implements RateLimiter {
   }
 }
 
-/**
- * The key of a client address for a per-address limit: an IPv4 address as it is (an IPv4-mapped
- * IPv6 one as its IPv4), an IPv6 one by its /64, which one subscriber is usually given whole.
- */
+/** An IPv4 address as it is (an IPv4-mapped one too), an IPv6 one by its /64, usually one subscriber's. */
 export function clientKey(address: string | undefined): string {
   if (!address) return 'unknown';
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);

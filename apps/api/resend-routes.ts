@@ -51,11 +51,7 @@ export async function resendOne(deps: ApiDeps, merchant: Merchant, webhookId: st
   return deps.resend.resendWebhook(merchant, webhookId, endpointId);
 }
 
-/**
- * Audits what `resending` sent, with the count: also a resend stopped midway once copies went
- * (ResendStoppedError), answered then as its cause says. Those copies were resent as surely as a
- * whole resend's, and the trail said nothing of them.
- */
+/** Audits what `resending` sent: also the copies a resend stopped midway (ResendStoppedError) sent. */
 export async function auditedResend(resending: Promise<number>, audit: (resent: number) => Promise<void>): Promise<void> {
   const resent = await resending.catch(async (err: unknown) => {
     if (err instanceof ResendStoppedError && err.sent > 0) await audit(err.sent);

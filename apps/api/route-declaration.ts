@@ -47,10 +47,6 @@ export const IDEMPOTENCY_ERRORS = {
 };
 export const PUBLIC_KEY_TAKEN = 'public_key_taken: another merchant has this public key';
 
-/**
- * The headers of an admin write. Idempotency-Key: a repeat within 24 h, on any replica, gets the
- * first answer again. If-Match: compare-and-set for the dashboard, with the ETag of a GET.
- */
 const optionalHeader = (name: string, schema: object, description: string) => ({ name, in: 'header', required: false, description, schema });
 export const GUARDED_WRITE_HEADERS = [
   optionalHeader(

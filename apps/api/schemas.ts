@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { ERROR_CODES } from './errors.js';
 
-/** Zod schemas of what the API answers; the route table uses them and the OpenAPI document is made from them. */
 /** A success in the envelope: `data` holds what the operation returns. */
 export const envelope = <T extends z.ZodType>(data: T, message: z.ZodString = z.string()) =>
   z.strictObject({ message, error: z.null(), data });

@@ -21,10 +21,7 @@ export class StartupProgress {
   }
 }
 
-/**
- * PORT's answers while the API starts: /healthz 200, so a liveness probe does not kill a program
- * that is only waiting; /readyz 503 saying what it waits for; anything else 503 in the envelope.
- */
+/** PORT's answers while the API starts: /healthz 200, so that a liveness probe does not kill a program that only waits. */
 export function startingHandler(progress: StartupProgress): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     const path = (req.url ?? '').split('?')[0];

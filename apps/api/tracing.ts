@@ -3,10 +3,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
 
-/**
- * A server span per request while tracing is on (a caller's traceparent continued). It names the
- * route template, never the path or the query: a path may carry a portal token.
- */
+/** A server span per request, named by the route template, never the path: a path may carry a portal token. */
 export function traceRequests(req: Request, res: Response, next: NextFunction): void {
   if (!tracingActive()) return next();
   const parent = contextFromHeaders(req.headers as Record<string, unknown>);

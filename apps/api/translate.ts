@@ -34,13 +34,11 @@ import { ApiError, badRequest, notFound, retryAfter, unavailable } from './error
 import { undecodableParameter } from './mount.js';
 
 /**
- * The one place a thrown error becomes an answer, for every route and both apps: domain errors
- * by class (never by message), Express's own by their type, anything else a 500 that is logged.
- * `path`: the request's whole path, which names the parameter of a route the router could not decode.
+ * The one place a thrown error becomes an answer: domain errors by class (never by message), Express's own by
+ * their type, anything else a logged 500. `path` names the parameter of a route the router could not decode.
  */
 export function toApiError(err: unknown, logger: Logger, path = ''): ApiError {
   if (err instanceof ApiError) return err;
-  // The router's own: a path parameter whose percent-encoding is malformed, met before the route ran.
   if (err instanceof URIError && (err as { status?: number }).status === 400) return undecodableParameter(path);
   if (err instanceof NothingToResendError) return notFound('not_found', 'No failed webhook for this reference');
   // Another resend holds the webhooks (under way, or its outcome unknown): resending now could deliver twice.

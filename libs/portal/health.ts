@@ -1,8 +1,7 @@
+import { WEBHOOK_STATUSES, type WebhookStatus } from '../delivery-log/index.js';
 import { LogQueryTimeoutError, LogUnavailableError, type Queryable } from '../delivery-store/index.js';
 
-const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'] as const;
-/** Webhooks counted by their status now. */
-type Counts = Record<(typeof STATUSES)[number], number>;
+type Counts = Record<WebhookStatus, number>;
 const noCounts = (): Counts => ({ delivered: 0, retrying: 0, failed: 0, skipped: 0 });
 
 export type EndpointHealth = Awaited<ReturnType<typeof endpointHealth>>;
@@ -10,17 +9,9 @@ export type EndpointHealth = Awaited<ReturnType<typeof endpointHealth>>;
 const HOUR_MS = 3_600_000;
 
 /**
- * A merchant's endpoints over the last 24 hours, from the delivery log: the webhooks by status now;
- * `successRate`, delivered out of delivered and failed (retrying ones are not decided yet), null when
- * none was; the median and p95 of the HTTP attempts made in the window, in ms, null when none was
- * made; `hours`, 24, oldest first, each present even when empty: the webhooks first seen in each;
- * `endpoints`, the same counts per endpoint (ep_…), each endpoint with a delivery in the window (rows
- * logged before endpoints count in the totals only).
- *
- * Two statements, each on the merchant's indexes: the deliveries first seen in the window counted by
- * hour, status and endpoint (delivery_webhooks_newest; the endpoint is one more grouping key, so the
- * per-endpoint counts cost no query of their own), and the attempts' durations in the window
- * (delivery_records_webhook, on the window's one or two day partitions only).
+ * A merchant's last 24 hours from the delivery log: webhooks by status now, the success rate
+ * (delivered out of decided), the attempts' median and p95 in ms, the 24 hours oldest first, and
+ * the same counts per endpoint. The endpoint is one more grouping key: its counts cost no query.
  */
 export async function endpointHealth(db: Queryable, merchantId: string) {
   const firstHour = Math.floor(Date.now() / HOUR_MS) * HOUR_MS - 23 * HOUR_MS;
@@ -51,8 +42,8 @@ export async function endpointHealth(db: Queryable, merchantId: string) {
   const totals = noCounts();
   const perEndpoint = new Map<string, { endpointId: string } & Counts>();
   for (const row of byHour) {
-    const status = row.status as (typeof STATUSES)[number];
-    if (!STATUSES.includes(status)) continue;
+    const status = row.status as WebhookStatus;
+    if (!WEBHOOK_STATUSES.includes(status)) continue;
     const bucket = hours[Math.floor((new Date(row.hour).getTime() - firstHour) / HOUR_MS)];
     const n = Number(row.n);
     if (bucket) bucket[status] += n;

@@ -1,6 +1,5 @@
 /** The merchant portal's own state: single-use links, sessions, and the overview's health numbers. */
 export {
-  MAX_LINK_LIFETIME_MS,
   keyDigestOf,
   linkLifetimeMs,
   PORTAL_PERMISSIONS,

@@ -8,16 +8,11 @@ import { NamedError } from '../runtime/named-error.js';
 export const PORTAL_PERMISSIONS = ['resend', 'manage-endpoint', 'manage-secret'] as const;
 export type PortalPermission = (typeof PORTAL_PERMISSIONS)[number];
 
-/** A link lives at most this long (and its session with it). */
+/** A link's lifetime, and its session's: at most, and when the dashboard names none. */
 export const MAX_LINK_LIFETIME_MS = 7 * 86_400_000;
-
-/** A portal link's lifetime, and its session's, when the dashboard names none. */
 export const DEFAULT_LINK_LIFETIME_MS = 3_600_000;
 
-/**
- * `30m`, `1h`, `7d` (a shape its caller checked: the admin API's schema, the CLI's option) → ms;
- * undefined past 7 days or under a second; the default (1 h) when absent.
- */
+/** `30m`, `1h`, `7d` (a shape its caller checked) → ms; undefined past 7 days or under a second. */
 export function linkLifetimeMs(text: string | undefined): number | undefined {
   const ms = text === undefined ? DEFAULT_LINK_LIFETIME_MS : parseDuration(text);
   return ms !== undefined && ms >= 1_000 && ms <= MAX_LINK_LIFETIME_MS ? ms : undefined;
@@ -25,10 +20,7 @@ export function linkLifetimeMs(text: string | undefined): number | undefined {
 
 export type PortalSession = ReturnType<typeof sessionOf>;
 
-/**
- * Why a link was refused: the page says which, so a merchant knows to ask for a new one.
- * `merchantId`: the link's merchant, when a used link is presented again (its trail records the reuse).
- */
+/** Why a link was refused; `merchantId` when a used link is presented again (its trail records the reuse). */
 export class PortalLinkError extends NamedError {
   constructor(
     readonly reason: 'used' | 'expired' | 'unknown',
@@ -50,16 +42,14 @@ export const PORTAL_IDLE_TIMEOUT_MS = 30 * 60_000;
 const digest = (secret: string) => createHash('sha256').update(secret).digest('base64url');
 
 /**
- * Link tokens and session ids carry an HMAC of their random part (`<random>.<mac>`), keyed alike on
- * every replica (from SECRETS_KEY): a forged or guessed one is refused before any query. During a
- * rotation the key from SECRETS_KEY_PREVIOUS still verifies (never signs): sessions opened before
- * stay open, and replicas on either key accept each other's tokens. The HMAC only saves queries
- * (the row, found by the token's digest, is what grants): an old key's token is worth no more.
+ * `<random>.<HMAC of it>`, keyed from SECRETS_KEY on every replica: a forged token is refused before
+ * any query. SECRETS_KEY_PREVIOUS still verifies during a rotation. The HMAC only saves queries: the
+ * row, found by the token's digest, is what grants.
  */
 export class TokenSigner {
   private readonly keys: Buffer[];
 
-  /** `seed`: SECRETS_KEY; without it a random key of this process (tokens no other replica accepts). `previous`: SECRETS_KEY_PREVIOUS. */
+  /** Without `seed`, a random key of this process: tokens no other replica accepts. */
   constructor(seed?: Buffer, previous?: Buffer) {
     const derive = (from: Buffer) => Buffer.from(hkdfSync('sha256', from, Buffer.alloc(0), 'webhooks portal tokens', 32));
     this.keys = [derive(seed ?? randomBytes(32)), ...(previous ? [derive(previous)] : [])];
@@ -70,7 +60,6 @@ export class TokenSigner {
     return `${random}.${this.mac(this.keys[0]!, random)}`;
   }
 
-  /** Whether `token` is one this service made (its shape and its HMAC, with the key now or the one before), without a query. */
   verify(token: string): boolean {
     const at = token.indexOf('.');
     if (at !== 43 || token.length !== 87) return false;
@@ -102,16 +91,11 @@ interface SessionRow {
 const SESSION_COLUMNS = 'merchant_id, permissions, csrf_token, expires_at, link_created_at, key_digest, session_hash';
 
 /**
- * Portal links and sessions, in the delivery log's PostgreSQL: a link minted on one replica is
- * redeemed on another, its single use one UPDATE that only one replica wins. Only digests of link
- * tokens and session ids are stored: a copy of the table opens no session. Expiry and idling are
- * judged by PostgreSQL's clock, the same for every replica.
+ * Portal links and sessions, in the delivery log's PostgreSQL, judged by its clock. Only digests of
+ * tokens and session ids are stored: a copy of the table opens no session.
  */
 export class PortalSessions {
-  /**
-   * Session ids and link tokens this replica found dead: neither ever comes back, so a replay is
-   * answered from here without a query, and counts against nobody (nor anyone behind the same NAT).
-   */
+  /** Tokens this replica found dead never come back: a replay is answered without a query. */
   private readonly dead = new BoundedMap<string, Dead>(REMEMBERED_DEAD_TOKENS);
 
   constructor(
@@ -120,17 +104,14 @@ export class PortalSessions {
     private readonly idleTimeoutMs = PORTAL_IDLE_TIMEOUT_MS,
   ) {}
 
-  /** Whether a link token or a session id could be one of ours: checked before any query. */
   wellFormed(token: string): boolean {
     return this.signer.verify(token);
   }
 
-  /** Whether this replica already found `token` dead (a session id, or a link refused): known without a query. */
   knownDead(token: string): boolean {
     return this.dead.get(token) !== undefined;
   }
 
-  /** A link's token (shown once, in the URL) valid until `expiresAt`, for the merchant whose key has `keyDigest` now. */
   async createLink(merchantId: string, permissions: readonly PortalPermission[], lifetimeMs: number, keyDigest: string): Promise<{ token: string; expiresAt: string }> {
     const token = this.signer.make();
     const rows = await this.run<{ expires_at: Date | string }>(
@@ -144,10 +125,7 @@ export class PortalSessions {
     return { token, expiresAt: new Date(rows[0]!.expires_at).toISOString() };
   }
 
-  /**
-   * Turns a link into a session, once: of two replicas redeeming it at once, one wins. A second
-   * use ends every session the link made: whoever has the link now is not to be trusted with them.
-   */
+  /** A link's one use opens a session (one UPDATE: one replica wins); a second use ends what it opened. */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     if (!this.signer.verify(token)) throw new PortalLinkError('unknown');
     const dead = this.dead.get(token);
@@ -172,7 +150,7 @@ export class PortalSessions {
     throw refused;
   }
 
-  /** The live session of this cookie value, marked as seen now; undefined when unknown, expired or idle too long. */
+  /** The live session, marked as seen now; undefined when unknown, expired or idle too long. */
   async session(sessionId: string): Promise<PortalSession | undefined> {
     if (!this.signer.verify(sessionId) || this.knownDead(sessionId)) return undefined;
     const rows = await this.run<SessionRow>(
@@ -190,11 +168,7 @@ export class PortalSessions {
     this.dead.set(sessionId, 'session');
   }
 
-  /**
-   * Ends every session of the merchant and every link not used yet; returns how many of each. The
-   * links first: one redeemed meanwhile committed its session before the sessions' delete starts
-   * (the other order missed a link redeemed between the two statements, and the session it opened).
-   */
+  /** The links first: one redeemed meanwhile has committed its session before the sessions' delete starts. */
   async endMerchant(merchantId: string): Promise<{ sessions: number; links: number }> {
     const links = await this.run('DELETE FROM portal_links WHERE merchant_id = $1 AND redeemed_at IS NULL RETURNING 1', [merchantId]);
     const sessions = await this.run('DELETE FROM portal_sessions WHERE merchant_id = $1 RETURNING 1', [merchantId]);
@@ -214,14 +188,13 @@ function sessionOf(row: SessionRow) {
   return {
     merchantId: row.merchant_id,
     permissions: row.permissions.filter((p): p is PortalPermission => (PORTAL_PERMISSIONS as readonly string[]).includes(p)),
-    /** Sent back by the page in x-csrf-token on every write. */
     csrfToken: row.csrf_token,
     expiresAt: new Date(row.expires_at).toISOString(),
-    /** When the link that opened it was minted: a change by an operator after it ends the session. */
+    /** When its link was minted: an operator's change after it ends the session. */
     createdAt: new Date(row.link_created_at).toISOString(),
-    /** Digest of the merchant's public key when the link was minted: another key now ends the session. */
+    /** The merchant's public key's digest when the link was minted: another key now ends the session. */
     keyDigest: row.key_digest,
-    /** Names the session in the audit trail (the start of its id's digest: it opens nothing). */
+    /** Names the session in the audit trail: the start of its id's digest opens nothing. */
     ref: row.session_hash.slice(0, 12),
   };
 }

@@ -24,7 +24,7 @@ import { bodyOf, mount } from '../mount.js';
 import { toApiError } from '../translate.js';
 import { testEventBody } from './routes.js';
 
-/** What the portal's handlers share (handlers.ts makes it and says what each does). */
+/** What the portal's handlers share (handlers.ts makes it). */
 export interface PortalHelpers {
   session(req: Request): Promise<PortalSession>;
   writer(req: Request, permission: PortalPermission | 'view'): Promise<PortalSession>;
@@ -33,7 +33,6 @@ export interface PortalHelpers {
   actor(found: PortalSession, req: Request): Actor;
 }
 
-/** One endpoint as the portal shows it (routes.ts's portalEndpointView). */
 export type PortalEndpoint = ReturnType<typeof portalEndpointOf>;
 
 function portalEndpointOf(endpoint: Endpoint, now: Date) {
@@ -61,11 +60,7 @@ function testSample(event: EventName, merchantId: string) {
   return { message, reference: data[REFERENCE_FIELDS[event][0]!] as string };
 }
 
-/**
- * The merchant's endpoints as the portal shows them, each with the rate it is sent at now, as the
- * admin API shows it (withEndpointRates: one query for all; without it, PostgreSQL down, the
- * configured ones).
- */
+/** The merchant's endpoints as the portal shows them, each with the rate it is sent at now. */
 export async function portalEndpointsOf(db: Queryable, merchant: Merchant | undefined, now: Date): Promise<PortalEndpoint[]> {
   if (!merchant || merchant.endpoints.length === 0) return [];
   return withEndpointRates(db, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
@@ -75,10 +70,8 @@ export async function portalEndpointsOf(db: Queryable, merchant: Merchant | unde
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
   const merchantOf = (merchantId: string) => deps.merchants.byId(merchantId);
   /**
-   * A settings write: the session with the permission, then `write` within the
-   * merchant's settings budget. The budget counts changes made: one refused (4xx: a typo, a URL
-   * taken) gives its cell back, so mistakes never lock the merchant out; the cell is taken before
-   * the write all the same, so that no more than the burst run at once.
+   * `write` within the merchant's settings budget, which counts changes made: one refused (4xx) gives its cell
+   * back, so mistakes never lock the merchant out. Taken before, so that no more than the burst run at once.
    */
   const settingsWrite = async <T>(req: Request, permission: PortalPermission, write: (settings: EndpointSettings, actor: Actor, merchantId: string) => Promise<T>) => {
     const found = await helpers.writer(req, permission);

@@ -13,24 +13,18 @@ import { portalSessionInput } from './routes.js';
 import { mountPortalEndpoints, portalEndpointsOf } from './endpoint-handlers.js';
 import { servePortalAssets } from './page.js';
 
-/**
- * The session cookie: `__Host-` on https, so that no subdomain can set or shadow it (which needs
- * Path=/ and Secure); a plain name over http: Secure outside development mode (a loopback demo,
- * which browsers treat as a secure context), not in it. No Max-Age: it ends with the browser, and
- * the session itself ends earlier server-side (idle, expiry, logout, revocation).
- */
+/** The session cookie (`__Host-` on https). No Max-Age: it ends with the browser, the session earlier server-side. */
 export const SESSION_COOKIE = 'webhooks_portal';
 export const RECOVER_MAX = 1_000;
 
 const sessionRequired = () => new ApiError(401, 'portal_session_required', 'No portal session, or it has expired: open a new portal link');
 
-/** The delivery log holds the portal's sessions and everything it shows. */
 function sessionsOf(deps: ApiDeps): PortalSessions {
   if (!deps.portal.sessions) throw new ApiError(503, 'log_disabled', 'The merchant portal needs the delivery log, which is switched off here (DELIVERY_LOG=off)');
   return deps.portal.sessions;
 }
 
-/** POST /admin/merchants/{id}/portal-sessions, on the admin router (already authenticated). */
+/** The admin routes that mint and revoke links, on the admin router (already authenticated). */
 export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   mount(router, 'createPortalSession', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
@@ -61,10 +55,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   }, '/admin');
 }
 
-/**
- * Whether the session outlived what it was opened on: the merchant is gone, its public key changed
- * since the link was minted, or the platform's operator acted on it since (turned an endpoint off).
- */
+/** Whether the merchant is gone, its public key changed, or the operator turned an endpoint off since the link was minted. */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
   return merchant.endpoints.some((endpoint) => disabledByOperator(endpoint) && Date.parse(endpoint.disabledAt ?? '') >= Date.parse(session.createdAt));
@@ -78,16 +69,11 @@ function cookieOf(req: Request, name: string): string | undefined {
   return undefined;
 }
 
-/** The portal session that writes, for the audit trail. */
 function portalActor(session: PortalSession, req: Request): Actor {
   return { actor: `portal:${session.ref}`, address: req.ip };
 }
 
-/**
- * Refuses what a browser says comes from another site (Sec-Fetch-Site, Origin): a write, a Recover
- * count that starts a round, and the link exchange (login CSRF: a page elsewhere must not open its
- * own session in the merchant's browser). A client that is not a browser sends neither header.
- */
+/** Refuses what a browser says comes from another site: writes, a Recover round, and the link exchange (login CSRF). */
 function fromPortalPage(req: Request, deps: ApiDeps): void {
   const site = req.get('sec-fetch-site');
   const origin = req.get('origin');
@@ -110,10 +96,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   const cookieName = hostPrefixCookie ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
   const cookieAttributes = `${hostPrefixCookie ? 'Path=/' : 'Path=/portal'}${secureCookies ? '; Secure' : ''}; HttpOnly; SameSite=Strict`;
   const sessionId = (req: Request) => cookieOf(req, cookieName);
-  /**
-   * The request's live session. Not counted against the client's address: a forged id is refused
-   * by its HMAC, and a dead one costs one query per replica, which then answers it from memory.
-   */
+  /** Not counted against the client's address: a forged id is refused by its HMAC, a dead one answered from memory. */
   const session = async (req: Request): Promise<PortalSession> => {
     const id = sessionId(req);
     if (!id || id.length > 100) throw sessionRequired();
@@ -121,8 +104,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (!found) throw sessionRequired();
     const stale = () => outlived(deps.merchants.byId(found.merchantId), found);
     if (stale()) {
-      // Ended for good, so only on what the database says: this replica may not have read the change
-      // that made the session (a new key, the merchant made on another replica) yet.
+      // Ended for good, so only on what the database says: this replica may lag behind it.
       await deps.merchants.poll?.();
       if (stale()) {
         await sessionsOf(deps).end(id);
@@ -132,10 +114,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     }
     return found;
   };
-  /**
-   * A write: from the portal's own origin (a browser says where a request comes from), with the
-   * session, its CSRF token in x-csrf-token, and the permission the link granted.
-   */
+  /** A write: from the portal's own page, with the session, its CSRF token and the permission the link granted. */
   const writer = async (req: Request, permission: PortalPermission | 'view'): Promise<PortalSession> => {
     fromPortalPage(req, deps);
     const found = await session(req);
@@ -144,7 +123,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     if (permission !== 'view' && !found.permissions.includes(permission)) throw new ApiError(403, 'permission_denied', `This portal link does not allow ${permission}`);
     return found;
   };
-  /** What a session did that changes no setting (opened, test events, resends, Recover rounds): in the merchant's audit trail too. */
+  /** What a session did that changes no setting, in the merchant's audit trail too. */
   const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
     await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   };
@@ -155,10 +134,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
     const sessions = sessionsOf(deps);
-    // Forged or guessed: refused by the HMAC before any query (redeem says the same), not counted;
-    // nor a token this replica already refused (redeem answers it from memory).
+    // Forged, or already refused here: answered without a query, and not counted.
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    // Per client address (a refused address is answered from memory until its Retry-After).
     if (!sessions.knownDead(token)) await take(deps.portalLimits.address, clientKey(req.ip), 'portal link exchanges from this address');
     const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
       if (!(err instanceof PortalLinkError)) throw err;
@@ -229,17 +206,14 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     res.json({ message: `webhook ${webhookId} sent again`, error: null, data: null });
   });
 
-  /** A portal write counts against the merchant's portal bucket of its kind, on every replica. */
   const limited = (kind: 'settings' | 'tests' | 'recover', merchantId: string) =>
     take(deps.portalLimits[kind], merchantId, { tests: 'test events', settings: 'endpoint changes', recover: 'Recover rounds today' }[kind]);
 
   mount(app, 'portalRecoverPreview', async (req, res, { query }) => {
     const found = await session(req);
-    // A round of Recover starts with its count: rounds are what the daily budget counts (a view-only
-    // session can see the count, and resend nothing, so its look costs nothing).
+    // A round of Recover starts with its count, for a session that may resend. Only from the portal's own
+    // page: a GET carries the SameSite=Strict cookie from any page of the same site (an <img> would spend the day).
     if (found.permissions.includes('resend')) {
-      // Spends the day's budget and writes the trail, so only from the portal's own page, as a write: a GET
-      // carries the SameSite=Strict cookie from any page of the same site (an <img> 10 times would spend the day).
       fromPortalPage(req, deps);
       await limited('recover', found.merchantId);
       await audit(found, req, 'portal.recover_round', { since: query.since });

@@ -4,12 +4,7 @@ import { gzipSync } from 'node:zlib';
 import type { Request, Response, Router } from 'express';
 import { PORTAL_CSS } from './styles.js';
 
-/**
- * The portal's page, script and style: one HTML shell rendered here, hand-written ES modules
- * (ui/*.ts: portal.ts imports a module per screen, compiled by the same `tsc -b` as the rest into
- * dist) and one style sheet, served from memory with their gzip made once at start-up, under URLs
- * carrying their hash (cached a year).
- */
+/** The portal's page, modules (ui/*.ts, compiled) and style, served from memory, gzipped once, under URLs carrying their hash. */
 function asset(text: string, type: string) {
   const body = Buffer.from(text);
   return { body, gzip: gzipSync(body, { level: 9 }), type, hash: createHash('sha256').update(body).digest('hex').slice(0, 12) };
@@ -26,11 +21,7 @@ function scriptDir(): URL {
 /** `import … from './core.js'`: the relative imports between the portal's modules. */
 const IMPORT = /(\bfrom\s*|\bimport\s*)(['"])\.\/([a-z][a-z0-9-]*)\.js\2/g;
 
-/**
- * Every module of the portal (ui/*.ts, compiled), each import rewritten to carry the imported
- * module's hash (`./core.js?v=…`): a module's URL changes whenever it or anything it imports does,
- * so each can be cached a year, and every importer names one URL per module (one instance of it).
- */
+/** Each import rewritten to carry the imported module's hash (`./core.js?v=…`): a URL changes with anything it imports. */
 function modules(): Map<string, Asset> {
   const dir = scriptDir();
   const sources = new Map(readdirSync(dir).filter((file) => /^[a-z][a-z0-9-]*\.js$/.test(file)).map((file) => [file.slice(0, -3), readFileSync(new URL(file, dir), 'utf8')]));
@@ -55,10 +46,9 @@ function loaded() {
   return (assets ??= { js: modules(), css: asset(PORTAL_CSS, 'text/css; charset=utf-8') });
 }
 
-/** The most the page's modules may weigh together, gzipped each alone, in bytes: portal-api.test.ts fails past it, as docs/portal.md says. */
+/** The most the page's modules may weigh together, gzipped each alone, in bytes. */
 export const PORTAL_SCRIPT_GZIP_BUDGET = 14_300;
 
-/** The shipped script's weight (every module the page loads), for docs/portal.md and the test that keeps it small. */
 export function portalScriptWeight(): { bytes: number; gzipBytes: number } {
   const js = [...loaded().js.values()];
   return { bytes: js.reduce((n, item) => n + item.body.length, 0), gzipBytes: js.reduce((n, item) => n + item.gzip.length, 0) };

@@ -6,11 +6,6 @@ import { listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary 
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { endpointShown, envelope, rotated } from '../schemas.js';
 
-/**
- * The merchant portal's routes, its endpoints' among them, and the resend of one webhook: spread
- * into the route table (routes.ts), so they are mounted from it and in the OpenAPI document.
- */
-
 /** A portal session's cookie; a write also needs its CSRF token in x-csrf-token. */
 const PORTAL_AUTH = [{ portalSession: [] }] as const;
 const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;

@@ -1,8 +1,4 @@
-/**
- * The portal's style sheet, served as /portal/portal.css (a file of its own: the CSP allows no
- * inline style). System fonts only: nothing is fetched from anywhere else. One column under 40 rem,
- * so that it reads at 360 px; tables scroll sideways inside their own box.
- */
+/** A file of its own: the CSP allows no inline style. System fonts only; one column under 40 rem, to read at 360 px. */
 export const PORTAL_CSS = `
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;--accent:#0a58ca;--ok:#1a7f37;--warn:#9a6700;--bad:#cf222e;--skip:#6e7781;color-scheme:light}
 *{box-sizing:border-box}
