@@ -14,11 +14,7 @@ export class TooManyInFlightError extends NamedError {
 export class KeyedConcurrency {
   private readonly keys = new Map<string, { running: number; waiting: Array<() => void> }>();
 
-  constructor(
-    private readonly perKey: number,
-    private readonly queue: number,
-    private readonly waitMs: number,
-  ) {}
+  constructor(private readonly perKey: number, private readonly queue: number, private readonly waitMs: number) {}
 
   async run<T>(key: string, work: () => Promise<T>): Promise<T> {
     await this.acquire(key);

@@ -15,9 +15,7 @@ const ONE_ENDPOINT_ERRORS = { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NO
 /** A merchant's endpoints, one at a time: each write is a write of the merchant (its ETag, If-Match, Idempotency-Key, audit). */
 export const ENDPOINT_ROUTES = [
   {
-    operationId: 'listEndpoints',
-    method: 'get',
-    path: BASE,
+    operationId: 'listEndpoints', method: 'get', path: BASE,
     summary: "A merchant's endpoints (never a secret)",
     security: ADMIN_AUTH,
     input: { params: merchantIdParams },
@@ -25,9 +23,7 @@ export const ENDPOINT_ROUTES = [
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
   },
   {
-    operationId: 'createEndpoint',
-    method: 'post',
-    path: BASE,
+    operationId: 'createEndpoint', method: 'post', path: BASE,
     summary: 'Add an endpoint to a merchant',
     description:
       'The endpoint gets an id (ep_…) and a new whsec_ secret, returned in this answer only (and to a repeat of its ' +
@@ -46,9 +42,7 @@ export const ENDPOINT_ROUTES = [
     },
   },
   {
-    operationId: 'getEndpoint',
-    method: 'get',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'getEndpoint', method: 'get', path: `${BASE}/{endpointId}`,
     summary: 'One endpoint (never its secret)',
     security: ADMIN_AUTH,
     input: { params: endpointParams },
@@ -56,9 +50,7 @@ export const ENDPOINT_ROUTES = [
     errors: ONE_ENDPOINT_ERRORS,
   },
   {
-    operationId: 'patchEndpoint',
-    method: 'patch',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'patchEndpoint', method: 'patch', path: `${BASE}/{endpointId}`,
     summary: 'Change only what the body names of one endpoint',
     description:
       'A JSON merge patch (RFC 7396): {"enabled":false} disables this endpoint alone and keeps its URL, events and ' +
@@ -69,9 +61,7 @@ export const ENDPOINT_ROUTES = [
     errors: { ...ONE_ENDPOINT_ERRORS, '409': URL_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'deleteEndpoint',
-    method: 'delete',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'deleteEndpoint', method: 'delete', path: `${BASE}/{endpointId}`,
     summary: 'Remove one endpoint: nothing more is sent to it',
     security: ADMIN_AUTH,
     input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS },
@@ -79,9 +69,7 @@ export const ENDPOINT_ROUTES = [
     errors: { ...ONE_ENDPOINT_ERRORS, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'rotateEndpointSecret',
-    method: 'post',
-    path: `${BASE}/{endpointId}/secret/rotate`,
+    operationId: 'rotateEndpointSecret', method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
     summary: "Rotate one endpoint's secret; the merchant's other endpoints keep theirs",
     description:
       'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +

@@ -14,26 +14,25 @@ export const FEED_PAGE_LIMIT = { default: 100, max: 500 };
 const time = z.iso.datetime({ offset: true }).refine(isStorableTime, 'must be a time in the years 0001 to 9999');
 const when = z.string().nullable();
 
-/** An endpoint id as a filter or a choice: any id the log or the index may hold (an endpoint deleted since too). */
-export const endpointIdSchema = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
-const endpointOfDelivery = z
-  .string()
-  .nullable()
-  .describe("The endpoint (ep_…) of this delivery; null on deliveries recorded before endpoints (the merchant's only endpoint then), and on a webhook skipped because none of the merchant's endpoints took it");
+/** A webhook id, or an endpoint id as a filter: any id the log or the index may hold (an endpoint deleted since too). */
+const storedId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
+const endpointOfDelivery = z.string().nullable().describe(
+  "The endpoint (ep_…) of this delivery; null on deliveries recorded before endpoints (the merchant's only endpoint then), and on a webhook skipped because none of the merchant's endpoints took it",
+);
 const ERROR_CLASSES = ATTEMPT_ERROR_CLASSES.join(', ');
 
 export const listQuery = z.strictObject({
   reference: z.string().min(1).max(200).refine(isWellFormedReference, 'must be 1 to 200 characters without control characters or a lone surrogate').optional().describe('Only webhooks carrying this reference (a refund: its refundRef or tnxRef)'),
   event: z.enum(EVENT_NAMES).optional(),
   status: z.enum(WEBHOOK_STATUSES).optional().describe('The delivery\'s status: its latest record\'s outcome'),
-  endpointId: endpointIdSchema.optional().describe('Only deliveries to this endpoint (ep_…)'),
+  endpointId: storedId.optional().describe('Only deliveries to this endpoint (ep_…)'),
   since: time.optional().describe('First seen at or after this time (ISO 8601)'),
   until: time.optional().describe('First seen before this time (ISO 8601)'),
   limit: z.coerce.number().int().min(1).max(LOG_PAGE_LIMIT.max).default(LOG_PAGE_LIMIT.default),
   cursor: z.string().max(500).optional().describe('nextCursor of the previous page'),
 });
 
-export const feedQuery = z.strictObject({
+const feedQuery = z.strictObject({
   after: z
     .string()
     .regex(/^\d{1,19}$/)
@@ -43,11 +42,10 @@ export const feedQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(FEED_PAGE_LIMIT.max).default(FEED_PAGE_LIMIT.default).describe('At most this many events; a page also stops once its payloads pass 4 MB (always at least one event)'),
 });
 
-const webhookId = z.string().min(1).max(200).refine(isStorableText, 'must not hold a NUL character');
-export const webhookIdParams = z.strictObject({ webhookId });
+export const webhookIdParams = z.strictObject({ webhookId: storedId });
 
 /** What happened to one delivery of a webhook: the webhook on one endpoint. */
-export const deliverySummary = z.strictObject({
+const deliverySummary = z.strictObject({
   endpointId: endpointOfDelivery,
   status: z.enum(WEBHOOK_STATUSES),
   attempts: z.number().int().min(0).describe('HTTP attempts made so far'),
@@ -64,7 +62,7 @@ const webhookFacts = { webhookId: z.string(), event: z.string(), references: z.a
 /** A list's item: one delivery (a webhook sent to several endpoints is one item per endpoint). */
 export const webhookSummary = deliverySummary.extend(webhookFacts);
 
-export const deliveryRecordView = z.strictObject({
+const deliveryRecordView = z.strictObject({
   endpointId: z.string().nullable().describe('The endpoint this record was for; null before endpoints'),
   at: z.string(),
   outcome: z.enum(OUTCOMES),
@@ -89,7 +87,7 @@ export const webhookDetail = webhookSummary.extend({
   lastDuplicateAt: when.describe('When the last of those repeats arrived'),
 });
 
-export const feedEvent = z.strictObject({
+const feedEvent = z.strictObject({
   cursor: z.string().describe('Pass as after= to continue past this event'),
   ...webhookFacts,
   status: z.enum(WEBHOOK_STATUSES).describe('Over its deliveries: retrying while one is, else failed if one failed, else delivered if one was, else skipped'),
@@ -133,9 +131,7 @@ const FEED_TEXT =
 
 const MERCHANT_LOG_ROUTES = [
   {
-    operationId: 'listWebhooks',
-    method: 'get',
-    path: '/nucleus/webhooks',
+    operationId: 'listWebhooks', method: 'get', path: '/nucleus/webhooks',
     summary: "The merchant's webhooks and what happened to each",
     description: LIST_TEXT,
     security: MERCHANT_AUTH,
@@ -144,9 +140,7 @@ const MERCHANT_LOG_ROUTES = [
     errors: LOG_ERRORS,
   },
   {
-    operationId: 'getWebhook',
-    method: 'get',
-    path: '/nucleus/webhooks/{webhookId}',
+    operationId: 'getWebhook', method: 'get', path: '/nucleus/webhooks/{webhookId}',
     summary: "One webhook with its payload, each endpoint's delivery and every attempt",
     security: MERCHANT_AUTH,
     input: { params: webhookIdParams },
@@ -154,9 +148,7 @@ const MERCHANT_LOG_ROUTES = [
     errors: { ...LOG_ERRORS, ...NOT_FOUND },
   },
   {
-    operationId: 'listEvents',
-    method: 'get',
-    path: '/nucleus/events',
+    operationId: 'listEvents', method: 'get', path: '/nucleus/events',
     summary: 'The feed: every event for the merchant, to reconcile',
     description: FEED_TEXT,
     security: MERCHANT_AUTH,

@@ -22,7 +22,7 @@ export async function take(limiter: RateLimiter, key: string, what?: string): Pr
 }
 
 /** In memory: for this instance's own resources (its log-read pool). */
-export class MemoryRateLimiter implements ReturningLimiter {
+export class MemoryRateLimiter implements RateLimiter {
   private readonly buckets = new BoundedMap<string, { tokens: number; at: number }>(100_000);
 
   constructor(
@@ -43,11 +43,6 @@ export class MemoryRateLimiter implements ReturningLimiter {
       return { ok: true };
     }
     return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - bucket.tokens) / ratePerMs / 1000)) };
-  }
-
-  async giveBack(key: string): Promise<void> {
-    const bucket = this.buckets.get(key);
-    if (bucket) bucket.tokens = Math.min(this.burst, bucket.tokens + 1);
   }
 }
 
@@ -92,10 +87,7 @@ export const REMEMBERED_REFUSALS = 10_000;
 export class RememberedRefusals implements RateLimiter {
   private readonly until = new BoundedMap<string, number>(REMEMBERED_REFUSALS);
 
-  constructor(
-    private readonly inner: RateLimiter,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(private readonly inner: RateLimiter, private readonly now: () => number = Date.now) {}
 
   refused(key: string): Allowance | undefined {
     const until = this.until.get(key);

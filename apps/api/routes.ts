@@ -24,21 +24,14 @@ const auditEntry = z.strictObject({
 
 const merchantAnswer = (description: string) => ({ description, schema: envelope(merchantView) });
 
-export const referenceSchema = z
-  .string()
-  .min(1)
-  .max(200)
-  .regex(/^[^\u0000-\u001f\u007f-\u009f]+$/)
-  .describe(
-    'The reference used when initiating the transaction (tx_ref), URL-encoded: 1 to 200 characters, any except ' +
-      'control characters and lone UTF-16 surrogates; the same set the service accepts from upstream, so every failed webhook can be resent.',
-  );
+export const referenceSchema = z.string().min(1).max(200).regex(/^[^\u0000-\u001f\u007f-\u009f]+$/).describe(
+  'The reference used when initiating the transaction (tx_ref), URL-encoded: 1 to 200 characters, any except ' +
+    'control characters and lone UTF-16 surrogates; the same set the service accepts from upstream, so every failed webhook can be resent.',
+);
 
 export const ROUTES = [
   {
-    operationId: 'resendWebhook',
-    method: 'post',
-    path: '/nucleus/tnx/webhook',
+    operationId: 'resendWebhook', method: 'post', path: '/nucleus/tnx/webhook',
     summary: 'Resend the failed webhook(s) of a transaction reference',
     description:
       "Finds the caller's unresolved failed webhooks for the reference (a refund is found by refundRef or tnxRef) on every " +
@@ -91,9 +84,7 @@ export const ROUTES = [
   ...PORTAL_ROUTES,
   ...ENDPOINT_ROUTES,
   {
-    operationId: 'getMerchant',
-    method: 'get',
-    path: '/admin/merchants/{merchantId}',
+    operationId: 'getMerchant', method: 'get', path: '/admin/merchants/{merchantId}',
     summary: "A merchant: its public key and its endpoints (never a secret)",
     security: ADMIN_AUTH,
     input: { params: merchantIdParams },
@@ -102,9 +93,7 @@ export const ROUTES = [
     // Its ETag header is the merchant's version, for If-Match on the next write.
   },
   {
-    operationId: 'getMerchantAudit',
-    method: 'get',
-    path: '/admin/merchants/{merchantId}/audit',
+    operationId: 'getMerchantAudit', method: 'get', path: '/admin/merchants/{merchantId}/audit',
     summary: "The merchant's audit trail, newest first",
     description:
       'Every settings write (admin API, portal, CLI, auto-disable, rotation), portal link minted and revocation of ' +
@@ -119,9 +108,7 @@ export const ROUTES = [
     },
   },
   {
-    operationId: 'putMerchant',
-    method: 'put',
-    path: '/admin/merchants/{merchantId}',
+    operationId: 'putMerchant', method: 'put', path: '/admin/merchants/{merchantId}',
     summary: "Create a merchant or replace its settings",
     description:
       'Creates the merchant or replaces its public key (unique among merchants). Its endpoints are kept: add, change, ' +
@@ -129,16 +116,11 @@ export const ROUTES = [
       '(such as webhook) answers 400 naming it.',
     security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantInputSchema, bodyRequired: true },
-    output: {
-      '200': merchantAnswer('Updated'),
-      '201': merchantAnswer('Created, with no endpoint yet'),
-    },
+    output: { '200': merchantAnswer('Updated'), '201': merchantAnswer('Created, with no endpoint yet') },
     errors: { ...ADMIN_ERRORS, '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'patchMerchant',
-    method: 'patch',
-    path: '/admin/merchants/{merchantId}',
+    operationId: 'patchMerchant', method: 'patch', path: '/admin/merchants/{merchantId}',
     summary: 'Change only the settings the body names',
     description:
       'A JSON merge patch (RFC 7396) of the merchant\'s own settings: fields left out stay as they are. Endpoints are ' +
@@ -149,30 +131,22 @@ export const ROUTES = [
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'health',
-    method: 'get',
-    path: '/healthz',
+    operationId: 'health', method: 'get', path: '/healthz',
     summary: 'Liveness',
     output: { '200': { description: 'The process is up', schema: z.looseObject({ status: z.literal('ok') }) } },
   },
   {
-    operationId: 'ready',
-    method: 'get',
-    path: '/readyz',
+    operationId: 'ready', method: 'get', path: '/readyz',
     summary: 'Readiness: broker connected, PostgreSQL reachable and every merchant readable; how far behind the delivery log is',
     output: { '200': { description: 'Ready', schema: readiness }, '503': { description: 'Not ready', schema: readiness } },
   },
   {
-    operationId: 'metrics',
-    method: 'get',
-    path: '/metrics',
+    operationId: 'metrics', method: 'get', path: '/metrics',
     summary: 'Prometheus metrics (text exposition format)',
     output: { '200': { description: 'Metrics', mediaType: 'text/plain' } },
   },
   {
-    operationId: 'openapi',
-    method: 'get',
-    path: '/openapi.json',
+    operationId: 'openapi', method: 'get', path: '/openapi.json',
     summary: 'This document',
     output: { '200': { description: 'OpenAPI 3.1 document', schema: z.looseObject({}) } },
   },

@@ -22,10 +22,7 @@ export type PortalSession = ReturnType<typeof sessionOf>;
 
 /** Why a link was refused; `merchantId` when a used link is presented again (its trail records the reuse). */
 export class PortalLinkError extends NamedError {
-  constructor(
-    readonly reason: 'used' | 'expired' | 'unknown',
-    readonly merchantId?: string,
-  ) {
+  constructor(readonly reason: 'used' | 'expired' | 'unknown', readonly merchantId?: string) {
     super(reason === 'used' ? 'this portal link was already used' : reason === 'expired' ? 'this portal link has expired' : 'this portal link is not valid');
   }
 }

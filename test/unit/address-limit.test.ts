@@ -31,16 +31,6 @@ describe('the per-address limit of the portal', () => {
     expect(asked).toBe(4);
   });
 
-  it('gives back a take for what was then refused, never past the burst', async () => {
-    const limiter = new MemoryRateLimiter(30, 2, () => 0);
-    for (const _ of [1, 2]) expect((await limiter.take('a')).ok).toBe(true);
-    await limiter.giveBack('a');
-    expect((await limiter.take('a')).ok).toBe(true);
-    expect((await limiter.take('a')).ok).toBe(false);
-    for (const _ of [1, 2, 3]) await limiter.giveBack('a');
-    expect([(await limiter.take('a')).ok, (await limiter.take('a')).ok, (await limiter.take('a')).ok]).toEqual([true, true, false]);
-  });
-
   it('keeps at most its bound of refusals, forgetting the oldest first, never all at once', async () => {
     const limiter = new RememberedRefusals({ take: async () => ({ ok: false, retryAfterSeconds: 60 }) }, () => 0);
     const keys = Array.from({ length: REMEMBERED_REFUSALS + 1 }, (_, i) => `k${i}`);

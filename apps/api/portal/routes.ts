@@ -129,9 +129,7 @@ const SESSIONS_ADMIN_ERRORS = {
 
 export const PORTAL_ROUTES = [
   {
-    operationId: 'resendWebhookById',
-    method: 'post',
-    path: '/nucleus/webhooks/{webhookId}/resend',
+    operationId: 'resendWebhookById', method: 'post', path: '/nucleus/webhooks/{webhookId}/resend',
     summary: 'Resend one failed webhook by its webhook-id',
     description:
       'Exactly that webhook, not the other webhooks of its reference: on every endpoint where it failed (each copy to ' +
@@ -148,9 +146,7 @@ export const PORTAL_ROUTES = [
     },
   },
   {
-    operationId: 'createPortalSession',
-    method: 'post',
-    path: '/admin/merchants/{merchantId}/portal-sessions',
+    operationId: 'createPortalSession', method: 'post', path: '/admin/merchants/{merchantId}/portal-sessions',
     summary: 'A single-use link to the merchant portal',
     description:
       'For the dashboard\'s backend: open url in the merchant\'s browser, or in an iframe of a page on the same site. ' +
@@ -163,9 +159,7 @@ export const PORTAL_ROUTES = [
     errors: { ...SESSIONS_ADMIN_ERRORS, '400': 'invalid_merchant_id, invalid_body', '404': 'merchant_not_found' },
   },
   {
-    operationId: 'revokePortalSessions',
-    method: 'delete',
-    path: '/admin/merchants/{merchantId}/portal-sessions',
+    operationId: 'revokePortalSessions', method: 'delete', path: '/admin/merchants/{merchantId}/portal-sessions',
     summary: "End every portal session of a merchant, and every link not used yet",
     description: 'For a leaked link or a merchant who left: whoever holds a session or an unused link loses it at once, on every replica.',
     security: ADMIN_AUTH,
@@ -174,25 +168,19 @@ export const PORTAL_ROUTES = [
     errors: { ...SESSIONS_ADMIN_ERRORS, '400': 'invalid_merchant_id' },
   },
   {
-    operationId: 'portalLogout',
-    method: 'post',
-    path: '/portal/api/logout',
+    operationId: 'portalLogout', method: 'post', path: '/portal/api/logout',
     summary: 'End this session (the page\'s Log out)',
     security: PORTAL_WRITE_AUTH,
     output: { '200': { description: 'Logged out; Set-Cookie clears the cookie', schema: envelope(z.null()) } },
     errors: WRITE_ERRORS,
   },
   {
-    operationId: 'portalPage',
-    method: 'get',
-    path: '/portal/',
+    operationId: 'portalPage', method: 'get', path: '/portal/',
     summary: 'The merchant portal (HTML); its script and style are /portal/portal.js and /portal/portal.css',
     output: { '200': { description: 'The page', mediaType: 'text/html' } },
   },
   {
-    operationId: 'openPortalSession',
-    method: 'post',
-    path: '/portal/api/session',
+    operationId: 'openPortalSession', method: 'post', path: '/portal/api/session',
     summary: 'Exchange a link\'s token for a session cookie (the page does this)',
     input: { body: z.strictObject({ token: z.string().min(1).max(200) }), bodyRequired: true },
     output: { '201': { description: 'Session opened; Set-Cookie carries it', schema: envelope(sessionView) } },
@@ -205,27 +193,21 @@ export const PORTAL_ROUTES = [
     },
   },
   {
-    operationId: 'getPortalSession',
-    method: 'get',
-    path: '/portal/api/session',
+    operationId: 'getPortalSession', method: 'get', path: '/portal/api/session',
     summary: 'The session: merchant, permissions, expiry and CSRF token',
     security: PORTAL_AUTH,
     output: { '200': { description: 'The session', schema: envelope(sessionView) } },
     errors: READ_ERRORS,
   },
   {
-    operationId: 'portalOverview',
-    method: 'get',
-    path: '/portal/api/overview',
+    operationId: 'portalOverview', method: 'get', path: '/portal/api/overview',
     summary: "The merchant's endpoints and its webhooks' health over the last 24 hours",
     security: PORTAL_AUTH,
     output: { '200': { description: 'Overview', schema: envelope(overview) } },
     errors: READ_ERRORS,
   },
   {
-    operationId: 'portalListWebhooks',
-    method: 'get',
-    path: '/portal/api/webhooks',
+    operationId: 'portalListWebhooks', method: 'get', path: '/portal/api/webhooks',
     summary: 'The session\'s merchant\'s webhooks (the delivery log)',
     security: PORTAL_AUTH,
     input: { query: listQuery },
@@ -233,9 +215,7 @@ export const PORTAL_ROUTES = [
     errors: READ_ERRORS,
   },
   {
-    operationId: 'portalGetWebhook',
-    method: 'get',
-    path: '/portal/api/webhooks/{webhookId}',
+    operationId: 'portalGetWebhook', method: 'get', path: '/portal/api/webhooks/{webhookId}',
     summary: 'One webhook: payload, headers, every attempt',
     security: PORTAL_AUTH,
     input: { params: webhookIdParams },
@@ -243,9 +223,7 @@ export const PORTAL_ROUTES = [
     errors: { ...READ_ERRORS, '404': 'webhook_not_found' },
   },
   {
-    operationId: 'portalResendWebhook',
-    method: 'post',
-    path: '/portal/api/webhooks/{webhookId}/resend',
+    operationId: 'portalResendWebhook', method: 'post', path: '/portal/api/webhooks/{webhookId}/resend',
     summary: 'Resend one failed webhook (permission resend): on every endpoint where it failed, or on endpointId',
     security: PORTAL_WRITE_AUTH,
     input: { params: webhookIdParams, query: resendQuery },
@@ -253,9 +231,7 @@ export const PORTAL_ROUTES = [
     errors: { ...WRITE_ERRORS, '400': `${WRITE_ERRORS['400']}; unknown_parameter: a query parameter other than endpointId`, ...RESEND_ERRORS },
   },
   {
-    operationId: 'portalRecoverPreview',
-    method: 'get',
-    path: '/portal/api/recover',
+    operationId: 'portalRecoverPreview', method: 'get', path: '/portal/api/recover',
     summary: 'What "resend everything that failed since" would resend (the dry run)',
     security: PORTAL_AUTH,
     input: { query: recoverQuery },
@@ -267,18 +243,14 @@ export const PORTAL_ROUTES = [
     },
   },
   {
-    operationId: 'portalListEndpoints',
-    method: 'get',
-    path: BASE,
+    operationId: 'portalListEndpoints', method: 'get', path: BASE,
     summary: "The session's merchant's endpoints: URL, events, state, rate and failing clock of each",
     security: PORTAL_AUTH,
     output: { '200': { description: 'The endpoints', schema: envelope(portalEndpointList) } },
     errors: ENDPOINT_READ_ERRORS,
   },
   {
-    operationId: 'portalCreateEndpoint',
-    method: 'post',
-    path: BASE,
+    operationId: 'portalCreateEndpoint', method: 'post', path: BASE,
     summary: 'Add an endpoint (permission manage-endpoint); its secret is in this answer only',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no fragment, no private address literal, a URL the merchant does not send to yet.',
     security: PORTAL_WRITE_AUTH,
@@ -291,9 +263,7 @@ export const PORTAL_ROUTES = [
     },
   },
   {
-    operationId: 'portalGetEndpoint',
-    method: 'get',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'portalGetEndpoint', method: 'get', path: `${BASE}/{endpointId}`,
     summary: 'One endpoint (never its secret)',
     security: PORTAL_AUTH,
     input: { params: portalEndpointParams },
@@ -301,9 +271,7 @@ export const PORTAL_ROUTES = [
     errors: { ...ENDPOINT_READ_ERRORS, '404': 'endpoint_not_found' },
   },
   {
-    operationId: 'portalUpdateEndpoint',
-    method: 'patch',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'portalUpdateEndpoint', method: 'patch', path: `${BASE}/{endpointId}`,
     summary: 'Change the URL, description, events, throttle, order per reference or enable/disable one endpoint (permission manage-endpoint)',
     description: 'A JSON merge patch: "events": null goes back to every event, "maxPerSecond": null removes the throttle. Validated as the admin API does.',
     security: PORTAL_WRITE_AUTH,
@@ -317,9 +285,7 @@ export const PORTAL_ROUTES = [
     },
   },
   {
-    operationId: 'portalDeleteEndpoint',
-    method: 'delete',
-    path: `${BASE}/{endpointId}`,
+    operationId: 'portalDeleteEndpoint', method: 'delete', path: `${BASE}/{endpointId}`,
     summary: 'Remove one endpoint: nothing more is sent to it (permission manage-endpoint)',
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams },
@@ -327,9 +293,7 @@ export const PORTAL_ROUTES = [
     errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it', '429': SETTINGS_LIMITED },
   },
   {
-    operationId: 'portalRotateSecret',
-    method: 'post',
-    path: `${BASE}/{endpointId}/secret/rotate`,
+    operationId: 'portalRotateSecret', method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
     summary: "Rotate one endpoint's secret with a grace period (permission manage-secret); the new one is shown this once, the other endpoints keep theirs",
     security: PORTAL_WRITE_AUTH,
     // The admin API's body, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds").
@@ -338,9 +302,7 @@ export const PORTAL_ROUTES = [
     errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'too_many_secrets', '429': SETTINGS_LIMITED },
   },
   {
-    operationId: 'portalSendTestEvent',
-    method: 'post',
-    path: `${BASE}/{endpointId}/test`,
+    operationId: 'portalSendTestEvent', method: 'post', path: `${BASE}/{endpointId}/test`,
     summary: 'Send this endpoint a sample of an event with a TEST- reference, delivered and logged like any other (permission manage-endpoint)',
     security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams, body: testEventBody, bodyRequired: true },
