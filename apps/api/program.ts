@@ -13,6 +13,7 @@ import { openTopologyBroker, topologyNames } from '../../libs/topology/index.js'
 import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
+import type { ApiDeps } from './deps.js';
 import { ApiError, errorBody } from './errors.js';
 import { KeyedConcurrency } from './concurrency.js';
 import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
@@ -21,7 +22,6 @@ import { Cleanup, stopBudget, within } from '../../libs/runtime/index.js';
 import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
-import type { PortalDeps } from './portal/deps.js';
 import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
 
 /** A read's statement is cancelled after 2 s, well under the 5 s a read may wait for a connection. */
@@ -67,16 +67,13 @@ export async function startApi(config: ApiConfig, logger: Logger, options: ApiOp
 async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions, { server, starting }: { server: Server; starting: RequestListener }, progress: StartupProgress, cleanup: Cleanup) {
   const registry = createRegistry('api');
   let serving = false;
-  const metrics =
-    config.METRICS_PORT === undefined
-      ? undefined
-      : await startHealthServer({
-          port: config.METRICS_PORT,
-          registry,
-          ready: () => serving && broker.isConnected,
-          waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
-          detail: () => (serving ? undefined : progress.detail),
-        });
+  const metrics = config.METRICS_PORT === undefined ? undefined : await startHealthServer({
+    port: config.METRICS_PORT,
+    registry,
+    ready: () => serving && broker.isConnected,
+    waitingFor: () => (serving ? 'RabbitMQ' : progress.what),
+    detail: () => (serving ? undefined : progress.detail),
+  });
   cleanup.add(() => metrics?.close());
   // Development mode without DATABASE_URL: an embedded database, which this process then owns (and migrates).
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
@@ -128,22 +125,11 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
   const logDatabase = log && (options.wrapLogQueries?.(log.database) ?? log.database);
   const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
   const port = (server.address() as AddressInfo).port;
-  const portal: PortalDeps = {
-    sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
-    health: (merchantId) => endpointHealth(logDatabase!, merchantId),
-    publish: (message, options) => publisher.publish(message, options),
-    // Development mode only: this API's own port, never the request's Host, which the caller sets.
-    baseUrl: config.PORTAL_PUBLIC_URL ?? `http://127.0.0.1:${port}`,
-    // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
-    secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
-    hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
-    frameAncestors: config.PORTAL_FRAME_ANCESTORS,
-  };
   // Resends and the portal's writes count in PostgreSQL, so that replicas together allow what one allows.
   const logRate = options.logRateLimit ?? config.LOG_RATE_LIMIT;
   const shared = (name: string, { perMinute, burst }: { perMinute: number; burst: number }) =>
     new SharedRateLimiter(opened.database, name, perMinute, burst);
-  const deps = {
+  const deps: ApiDeps = {
     auth: new Authenticator(
       opened.merchants,
       config.AUTH_JWT_SECRET ? { secret: config.AUTH_JWT_SECRET } : { jwksUrl: config.AUTH_JWKS_URL! },
@@ -165,7 +151,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     logger,
     brokerConnected: () => broker.isConnected,
     registry,
-    merchants: opened.merchants,
+    merchants: directory,
     audit: opened.database,
     settings: new MerchantSettings(directory, { allowHttp: config.WEBHOOKS_DEV, allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS }, undefined, announcer(operational, logger, (reason) => operationalCounts.disabled(reason)), config.MAX_ENDPOINTS_PER_MERCHANT),
     serveMetrics: config.METRICS_PORT === undefined,
@@ -174,7 +160,17 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     logHealth: health && (() => health.state),
     databaseReachable: () => databaseHealth.state.database === 'up',
     merchantsUnreadable: () => directory.unreadable.length,
-    portal,
+    portal: {
+      sessions: logDatabase && new PortalSessions(logDatabase, new TokenSigner(config.SECRETS_KEY, config.SECRETS_KEY_PREVIOUS)),
+      health: (merchantId) => endpointHealth(logDatabase!, merchantId),
+      publish: (message, options) => publisher.publish(message, options),
+      // Development mode only: this API's own port, never the request's Host, which the caller sets.
+      baseUrl: config.PORTAL_PUBLIC_URL ?? `http://127.0.0.1:${port}`,
+      // Secure outside development mode, also on http://localhost (a secure context); `__Host-` needs https.
+      secureCookies: !config.WEBHOOKS_DEV || (config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false),
+      hostPrefixCookie: config.PORTAL_PUBLIC_URL?.startsWith('https:') ?? false,
+      frameAncestors: config.PORTAL_FRAME_ANCESTORS,
+    },
   };
   const adminServer = config.ADMIN_PORT === undefined ? undefined : await listen(createAdminApp(deps), config.ADMIN_PORT);
   server.off('request', starting);

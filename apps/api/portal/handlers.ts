@@ -124,9 +124,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     return found;
   };
   /** What a session did that changes no setting, in the merchant's audit trail too. */
-  const audit = async (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) => {
-    await recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
-  };
+  const audit = (found: PortalSession, req: Request, action: string, changes: Record<string, unknown>) =>
+    recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken });
 
   mount(app, 'openPortalSession', async (req, res) => {

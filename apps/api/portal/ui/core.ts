@@ -1,6 +1,5 @@
-// What every screen of the merchant portal uses: the DOM builder, the portal API's client, the
-// session, and the few formats and controls the screens share. No framework: every control is a
-// native element with a visible label, so keyboards and screen readers work without extra wiring.
+// What every screen shares. No framework: every control is a native element with a visible label,
+// so keyboards and screen readers work without extra wiring.
 
 export type Json = any;
 export type Child = Node | string | null | undefined | false;
@@ -12,7 +11,6 @@ export const STATUSES = ['delivered', 'retrying', 'failed', 'skipped'];
 export const main = document.getElementById('main')!;
 const live = document.getElementById('status')!;
 export let session: Session | undefined;
-/** The session the page opened (or none after a logout). */
 export function setSession(next: Session | undefined): void { session = next; }
 
 export function h(tag: string, attrs: Record<string, string | boolean | ((e: Event) => void)> = {}, ...children: Child[]): HTMLElement {

@@ -1,6 +1,4 @@
-// The merchant's endpoints: the list (URL, events, state, rate, failing clock), adding one, and one
-// endpoint's settings page (change, enable or disable, rotate its secret, send it a test event,
-// delete it). Who may do what is the link's: manage-endpoint changes, manage-secret rotates.
+// The merchant's endpoints: the list, adding one, and one endpoint's settings, secret, test event and removal.
 
 import { type Child, type Json, EVENTS, alertBox, api, can, copyButton, h, nameOf, rateText, show, table, when, ago } from './core.js';
 
@@ -14,10 +12,7 @@ export function stateOf(ep: Json): Child {
 
 const healthOf = (ep: Json) => (!ep.enabled ? 'not sent to' : ep.failingSince ? `failing since ${when(ep.failingSince)}` : 'no failure streak');
 
-/**
- * Every endpoint in one table: the overview and the Endpoints screen show it; the overview with
- * each one's last 24 hours (its health's per-endpoint counts).
- */
+/** Every endpoint in one table; the overview's with each one's last 24 hours. */
 export function endpointsTable(list: Json[], day?: Json[]): HTMLElement {
   if (list.length === 0) return h('p', { class: 'info' }, 'No webhook endpoint is set up for this account yet.');
   return table('Your endpoints', ['Endpoint', 'URL', 'Events', 'State', 'Order', 'Rate', 'Health', ...(day ? ['Last 24 hours'] : [])], list.map((ep) => {
@@ -47,10 +42,7 @@ function eventBoxes(checked: (event: string) => boolean, disabled = false): HTML
     ...EVENTS.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: checked(ev) }), ev)));
 }
 
-/**
- * An endpoint form's submit: its URL, description and events (null: all of them) read, or the
- * merchant told to choose an event, before `send` makes the call.
- */
+/** An endpoint form's submit: its fields read (events null: all of them), or the merchant told to choose an event. */
 function submitted(out: HTMLElement, send: (data: FormData, fields: { url: string; description: string; events: string[] | null }) => Promise<void>) {
   return async (e: Event) => {
     e.preventDefault();

@@ -1,6 +1,4 @@
-// The merchant portal's entry: opens the session from the link (or the cookie), then draws the
-// screen the address names. Each screen is a module of its own (core.ts holds what they share);
-// page.ts serves them all under /portal/, each import carrying its module's hash.
+// The portal's entry: opens the session from the link (or the cookie), then draws the screen the address names.
 
 import { type Session, alertBox, api, h, main, setSession, when } from './core.js';
 import { endpoint, endpoints } from './endpoints.js';

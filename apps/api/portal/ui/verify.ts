@@ -5,9 +5,8 @@ import { copyButton, endpointList, h, show } from './core.js';
 export async function verify(): Promise<void> {
   const first = (await endpointList())[0];
   const url = first ? new URL(first.url) : new URL('https://example.com/webhooks');
-  // Every value from the endpoint goes in as a JSON literal (a valid JavaScript and Python literal
-  // too): the URL is the merchant's to set, and a path such as /'+eval(...)+' would otherwise be
-  // code on the machine of whoever copies the snippet.
+  // Each value as a JSON literal (valid JavaScript and Python too): a path such as /'+eval(...)+' would
+  // otherwise be code on the machine of whoever copies the snippet.
   const path = JSON.stringify(url.pathname);
   const port = JSON.stringify(Number(url.port) || (url.protocol === 'https:' ? 443 : 80));
   const node = `// npm install standardwebhooks express

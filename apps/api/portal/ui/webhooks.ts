@@ -1,5 +1,4 @@
-// The delivery log: the list with its filters and paging (grouped by endpoint when the merchant has
-// several and nothing is filtered), and one webhook with its attempts and resend.
+// The delivery log: the list (grouped by endpoint when unfiltered), and one webhook with its attempts and resend.
 
 import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, endpointList, fromLocal, h, localInput, main, nameOf, show, table, timeEl, when } from './core.js';
 import { stateOf } from './endpoints.js';
@@ -68,11 +67,7 @@ export async function webhooks(params: URLSearchParams): Promise<void> {
     pager);
 }
 
-/**
- * One section per endpoint with its latest deliveries (the list's own endpointId filter), and a
- * link to its whole log. Two reads at a time: the log runs two of a merchant's reads at once and
- * queues a few more, and a merchant may have 20 endpoints.
- */
+/** One section per endpoint with its latest deliveries, two reads at a time: the log runs two of a merchant's at once. */
 async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
   const fills = eps.map((ep, i) => {
     const name = nameOf(ep);
@@ -98,8 +93,6 @@ async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
   const worker = async () => { while (next < fills.length && main.contains(fills[0]!.section)) await fills[next++]!.fill(); };
   await Promise.all([worker(), worker()]);
 }
-
-// ---- One webhook ------------------------------------------------------------------------------
 
 export async function webhook(id: string, note?: Child): Promise<void> {
   const path = `/portal/api/webhooks/${encodeURIComponent(id)}`;
