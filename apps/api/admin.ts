@@ -104,16 +104,14 @@ function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): vo
 
   mount(router, 'createEndpoint', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const input = bodyOf(endpointInputSchema, req);
-    const written = await endpoints().create(merchantId, input, guardsOf(req, res));
+    const written = await endpoints().create(merchantId, bodyOf(endpointInputSchema, req), guardsOf(req, res));
     deps.logger.info('endpoint created through the admin API', { merchantId, endpointId: written.view.id, replayed: written.replayed });
     send(res, 201, `endpoint ${written.view.id} of merchant ${merchantId} created`, { ...written.view, secret: written.secret }, written.version, written.replayed);
   }, base);
 
   mount(router, 'patchEndpoint', async (req, res, { params }) => {
     const { merchantId, endpointId } = ids(params);
-    const patch = bodyOf(endpointPatchSchema, req);
-    const written = await endpoints().patch(merchantId, endpointId, patch, guardsOf(req, res));
+    const written = await endpoints().patch(merchantId, endpointId, bodyOf(endpointPatchSchema, req), guardsOf(req, res));
     deps.logger.info('endpoint changed through the admin API', { merchantId, endpointId, replayed: written.replayed });
     const [view] = await withEndpointRates(deps.audit, merchantId, [written.view]);
     send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, view, written.version, written.replayed);

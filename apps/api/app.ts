@@ -34,9 +34,7 @@ function apiApp(deps: ApiDeps, routes: (app: express.Express) => void): express.
     next();
   });
   routes(app);
-  app.use((_req, _res, next) => {
-    next(notFound('route_not_found', 'No such endpoint'));
-  });
+  app.use((_req, _res, next) => next(notFound('route_not_found', 'No such endpoint')));
   // Express needs the four-argument signature to treat this as the error handler.
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const error = toApiError(err, deps.logger, req.originalUrl.split('?')[0]);
@@ -52,9 +50,7 @@ export function createAdminApp(deps: ApiDeps): express.Express {
 
 export function createApp(deps: ApiDeps): express.Express {
   return apiApp(deps, (app) => {
-    app.get('/healthz', (_req, res) => {
-      res.json({ status: 'ok' });
-    });
+    app.get('/healthz', (_req, res) => res.json({ status: 'ok' }));
 
     app.get('/readyz', (_req, res) => {
       // Resends, the log and the portal need PostgreSQL: a replica without it would only answer them 503.
@@ -71,9 +67,7 @@ export function createApp(deps: ApiDeps): express.Express {
       });
     });
 
-    app.get('/openapi.json', (_req, res) => {
-      res.json(openApiDocument);
-    });
+    app.get('/openapi.json', (_req, res) => res.json(openApiDocument));
     app.use(docsRouter());
     if (deps.serveMetrics) {
       app.get('/metrics', async (_req, res) => {

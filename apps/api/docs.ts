@@ -34,16 +34,12 @@ const INIT = `window.ui = SwaggerUIBundle({
 export function docsRouter(): express.Router {
   const dir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
   const router = express.Router();
-  router.get('/docs', (_req, res) => {
-    res.type('html').set('cache-control', 'no-cache').send(PAGE);
-  });
+  router.get('/docs', (_req, res) => res.type('html').set('cache-control', 'no-cache').send(PAGE));
   router.get('/docs/assets/init.js', (_req, res) => {
     res.type('application/javascript').set('cache-control', 'no-cache').send(INIT);
   });
   for (const asset of ASSETS) {
-    router.get(`/docs/assets/${asset}`, (_req, res) => {
-      res.sendFile(join(dir, asset), { maxAge: '1d' });
-    });
+    router.get(`/docs/assets/${asset}`, (_req, res) => res.sendFile(join(dir, asset), { maxAge: '1d' }));
   }
   return router;
 }

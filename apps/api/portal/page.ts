@@ -125,7 +125,5 @@ export function servePortalAssets(app: Router, frameAncestors: readonly string[]
     if (!item) return next();
     send(req, res, item, 'public, max-age=31536000, immutable');
   });
-  app.get('/portal/portal.css', (req, res) => {
-    send(req, res, loaded().css, 'public, max-age=31536000, immutable');
-  });
+  app.get('/portal/portal.css', (req, res) => send(req, res, loaded().css, 'public, max-age=31536000, immutable'));
 }
