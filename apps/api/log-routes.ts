@@ -33,9 +33,7 @@ export const listQuery = z.strictObject({
 });
 
 const feedQuery = z.strictObject({
-  after: z
-    .string()
-    .regex(/^\d{1,19}$/)
+  after: z.string().regex(/^\d{1,19}$/)
     .refine(isStorableFeedCursor, 'must be a cursor this service gave (digits, at most 9223372036854775807)')
     .optional()
     .describe("The cursor of the last event already seen (the previous page's nextCursor); absent: from the oldest event kept"),

@@ -55,7 +55,7 @@ export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   }, '/admin');
 }
 
-/** Whether the merchant is gone, its public key changed, or the operator turned an endpoint off since the link was minted. */
+/** Whether the merchant is gone, its key changed, or the operator turned an endpoint off since the link was minted. */
 function outlived(merchant: Merchant | undefined, session: PortalSession): boolean {
   if (!merchant || keyDigestOf(merchant.publicKey) !== session.keyDigest) return true;
   return merchant.endpoints.some((endpoint) => disabledByOperator(endpoint) && Date.parse(endpoint.disabledAt ?? '') >= Date.parse(session.createdAt));

@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import type { Request, Response, Router } from 'express';
 import { PORTAL_CSS } from './styles.js';
 
-/** The portal's page, modules (ui/*.ts, compiled) and style, served from memory, gzipped once, under URLs carrying their hash. */
+/** The portal's page, modules (ui/*.ts, compiled) and style: from memory, gzipped once, under URLs with their hash. */
 function asset(text: string, type: string) {
   const body = Buffer.from(text);
   return { body, gzip: gzipSync(body, { level: 9 }), type, hash: createHash('sha256').update(body).digest('hex').slice(0, 12) };

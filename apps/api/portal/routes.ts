@@ -27,17 +27,13 @@ const WRITE_ERRORS = {
 };
 
 /** One endpoint as the portal shows it: as the admin API does (never a secret), and who turned it off. */
-const portalEndpointView = z
-  .strictObject(endpointShown)
-  .omit({ previousSecretExpiresAt: true })
-  .extend({
-    disabledBy: z
-      .enum(['operator', 'merchant'])
-      .nullable()
-      .describe('Who turned a manual disable on: an endpoint the platform\'s operator turned off cannot be turned on from the portal; null otherwise'),
-    allEvents: z.boolean().describe('true when the endpoint receives every event (no events filter)'),
-    secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
-  });
+const portalEndpointView = z.strictObject(endpointShown).omit({ previousSecretExpiresAt: true }).extend({
+  disabledBy: z.enum(['operator', 'merchant']).nullable().describe(
+    'Who turned a manual disable on: an endpoint the platform\'s operator turned off cannot be turned on from the portal; null otherwise',
+  ),
+  allEvents: z.boolean().describe('true when the endpoint receives every event (no events filter)'),
+  secretCreatedAt: z.string().nullable().describe('When the current secret was issued; null when not recorded'),
+});
 
 const portalEndpointList = z.strictObject({
   endpoints: z.array(portalEndpointView),
@@ -52,14 +48,12 @@ const BASE = '/portal/api/endpoints';
 const ENDPOINT_READ_ERRORS = { '400': 'invalid_parameter', '401': READ_ERRORS['401'], '503': READ_ERRORS['503'] };
 const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant (refused ones not counted), on all replicas together; see Retry-After';
 
-const lifetime = z
-  .string()
-  .regex(/^\d{1,7}(s|m|h|d)$/, 'must be a duration such as 30m, 1h or 7d')
-  .describe('How long the link, and the session it opens, lives: 1s to 7d; 1h when left out');
+const lifetime = z.string().regex(/^\d{1,7}(s|m|h|d)$/, 'must be a duration such as 30m, 1h or 7d').describe(
+  'How long the link, and the session it opens, lives: 1s to 7d; 1h when left out',
+);
 
 export const portalSessionInput = z.strictObject({
-  permissions: z
-    .array(z.enum(PORTAL_PERMISSIONS))
+  permissions: z.array(z.enum(PORTAL_PERMISSIONS))
     .refine((list) => new Set(list).size === list.length, 'must not repeat a permission')
     .optional()
     .describe('What the merchant may do beyond viewing; none (view only) when left out'),
@@ -82,9 +76,9 @@ const health = z.strictObject({
   p95ResponseMs: z.number().int().nullable(),
   attempts: z.number().int(),
   hours: z.array(z.strictObject({ hour: z.string(), ...counts })).length(24),
-  endpoints: z
-    .array(z.strictObject({ endpointId: z.string(), ...counts }))
-    .describe('The same counts per endpoint (ep_…), for each endpoint with a delivery in the window; deliveries logged before endpoints count in the totals only'),
+  endpoints: z.array(z.strictObject({ endpointId: z.string(), ...counts })).describe(
+    'The same counts per endpoint (ep_…), for each endpoint with a delivery in the window; deliveries logged before endpoints count in the totals only',
+  ),
 });
 
 const overview = z.strictObject({
