@@ -3,9 +3,8 @@ import type { Merchant } from './schema.js';
 import { NamedError } from '../runtime/named-error.js';
 
 /**
- * The audit trail of merchant settings (merchant_audit): who changed what, when, from where, written
- * in the same transaction as the change it describes. What changed is told by field, never with a
- * secret. `actor`: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
+ * The audit trail (merchant_audit), written in the change's transaction, by field, never a secret.
+ * `actor`: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
  */
 export interface Actor {
   actor: string;
@@ -14,11 +13,7 @@ export interface Actor {
 
 type Changes = Record<string, { from: unknown; to: unknown } | 'rotated'>;
 
-/**
- * The fields an operator asks about, each endpoint's under its id (`endpoints.<ep_…>.url`); an
- * endpoint added or removed is `endpoints.<ep_…>` from or to its URL. The failing clock's own
- * bookkeeping is left out.
- */
+/** Each endpoint's fields under its id (`endpoints.<ep_…>.url`); one added or removed is `endpoints.<ep_…>`. */
 export function auditChanges(before: Merchant | undefined, after: Merchant): Changes {
   const changes: Changes = {};
   const note = (field: string, from: unknown, to: unknown) => {
@@ -43,10 +38,7 @@ export function auditChanges(before: Merchant | undefined, after: Merchant): Cha
   return changes;
 }
 
-/**
- * The action a set of changes is: what the trail lists first. Changes of one endpoint alone are
- * that endpoint's (`endpoint.created`, `endpoint.deleted`, `secret.rotated`, `endpoint.updated`).
- */
+/** What the trail lists first; changes of one endpoint alone are that endpoint's. */
 export function auditAction(before: Merchant | undefined, changes: Changes): string {
   if (!before) return 'merchant.created';
   const fields = Object.keys(changes);
@@ -59,10 +51,7 @@ export function auditAction(before: Merchant | undefined, changes: Changes): str
   return 'endpoint.updated';
 }
 
-/**
- * PostgreSQL did not write an audit entry. What the entry describes is then not reported as done:
- * in a transaction, the change rolls back with it; after the fact, the API answers 503 instead.
- */
+/** What the entry describes is then not done: the change rolls back with it, or the API answers 503. */
 export class AuditUnavailableError extends NamedError {
   constructor(readonly action: string, cause: unknown) {
     super(`audit entry ${action} not written: ${(cause as Error)?.message ?? String(cause)}`, { cause });
@@ -85,11 +74,7 @@ export async function recordAudit(db: Queryable, merchantId: string, action: str
   }
 }
 
-/**
- * The merchant's trail, newest first: `limit` entries before the entry `before` (an id) when given.
- * Ordered by the table's bigint id: a bare `id` would be the text column of the SELECT, and put
- * entry 10 after entry 9.
- */
+/** Newest first, before the entry `before`; by the table's bigint id, not the SELECT's text `id` (10 after 9). */
 export async function listAudit(db: Queryable, merchantId: string, limit: number, before?: string) {
   type Row = { id: string; at: Date | string; actor: string; action: string; changes: Record<string, unknown>; address: string | null };
   const { rows } = await db.query<Row>(

@@ -6,25 +6,19 @@ interface Entry {
   /** As the row holds it (no clock). */
   merchant: Merchant;
   version: number;
-  /** What byId answers: the merchant with its endpoint's clock. */
+  /** With its endpoints' clocks. */
   served: Merchant;
 }
 
-/**
- * What a program holds of the directory: merchants by id and by public key, each at a version that
- * only goes forward, the endpoints' failing clocks, and the merchants whose newest row it could not read.
- */
+/** Merchants by id and public key, each at a version that only goes forward, and their endpoints' failing clocks. */
 export class DirectoryCache {
   private readonly byIdMap = new Map<string, Entry>();
   private readonly byKeyMap = new Map<string, string>();
-  /** Merchant → its endpoints' running clocks, by endpoint id. */
+  /** Merchant → endpoint → running clock. */
   private readonly health = new Map<string, Map<string, Health>>();
-  /** Merchant → the key id of the row it could not open, with its version. */
+  /** Merchant → the row it could not open. */
   readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
-  /**
-   * The digests of deleted merchants' ids (their tombstones), with when each was deleted (ms): what
-   * tells a deleted merchant from one never known, for a tombstone's day.
-   */
+  /** Tombstones' digests, with when each was deleted (ms): a deleted merchant is not one never known. */
   private readonly buried = new Map<string, number>();
 
   get size(): number {
@@ -63,7 +57,7 @@ export class DirectoryCache {
     return true;
   }
 
-  /** A newer row this program cannot open: the held copy stays, and the merchant is reported. */
+  /** A newer row this program cannot open: the held copy stays. */
   markUnreadable(id: string, version: number, keyId: string | undefined): boolean {
     if ((this.byIdMap.get(id)?.version ?? 0) >= version) return false;
     this.unreadable.set(id, { version, keyId });
@@ -81,38 +75,31 @@ export class DirectoryCache {
     return true;
   }
 
-  /** A tombstone read (at load or since): the merchant it names, when not held, is deleted for a day from `deletedAt` (ms). */
+  /** The merchant it names, when not held, is deleted for a day from `deletedAt` (ms). */
   bury(digest: string, deletedAt: number): void {
     this.buried.set(digest, deletedAt);
   }
 
-  /**
-   * Forgets the tombstones past their day, as a program started now would not read them: a running
-   * program holds about a day's deletes, not every one since it started (called with new tombstones).
-   * `now`: PostgreSQL's time, which stamped them (the directory's clock).
-   */
+  /** Forgets the tombstones past their day, as a program started now would not read them; `now`: PostgreSQL's. */
   forgetExpired(now: number): void {
     const oldest = now - TOMBSTONE_KEEP_MS;
     for (const [digest, at] of this.buried) if (at <= oldest) this.buried.delete(digest);
   }
 
-  /**
-   * Whether `id` is a deleted merchant: not held, and a tombstone of the last day names it (digested
-   * only for an id not held: rare), by `now()`: PostgreSQL's time, which stamped it.
-   */
+  /** Not held, and a tombstone of the last day (by PostgreSQL's `now()`) names it. */
   deleted(id: string, now: () => number): boolean {
     if (this.buried.size === 0 || this.byIdMap.has(id)) return false;
     return (this.buried.get(idDigest(id)) ?? 0) > now() - TOMBSTONE_KEEP_MS;
   }
 
-  /** The ids held, by the digest a tombstone keeps (computed when tombstones come: deletes are rare). */
+  /** The ids held, by the digest a tombstone keeps. */
   digests(): Map<string, string> {
     const found = new Map<string, string>();
     for (const id of this.byIdMap.keys()) found.set(idDigest(id), id);
     return found;
   }
 
-  /** The clock of one of the merchant's endpoints (undefined: cleared). */
+  /** undefined: cleared. */
   setHealth(merchantId: string, endpointId: string, health: Health | undefined): void {
     let clocks = this.health.get(merchantId);
     if (health) {
@@ -126,7 +113,7 @@ export class DirectoryCache {
     if (held) held.served = withHealth(held.merchant, this.health.get(merchantId)?.values());
   }
 
-  /** Takes over what an older cache holds that this one lacks a readable version of (a full load that met an unreadable row). */
+  /** Takes over what an older cache holds that this one lacks a readable version of. */
   keepFrom(older: DirectoryCache, id: string): void {
     const held = older.byIdMap.get(id);
     if (held && !this.byIdMap.has(id)) this.apply(held.merchant, held.version);

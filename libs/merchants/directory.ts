@@ -6,53 +6,44 @@ export interface MerchantDirectory {
   byId(id: string): Merchant | undefined;
   byPublicKey(publicKey: string): Merchant | undefined;
   list(): Merchant[];
-  /**
-   * Whether the merchant was deleted (`webhooks merchants delete`: a tombstone, counted a day) and
-   * is not held (made again): not merely unknown, nothing of it is to be sent or written again.
-   */
+  /** Deleted within the day and not made again: not merely unknown, nothing of it is to be sent or written again. */
   deleted?(id: string): boolean;
   close(): Promise<void>;
-  /** Reads what changed at the source since the last read (the database's directory: a notification may come late, or never). */
+  /** Reads what changed since the last read (a notification may come late, or never). */
   poll?(): Promise<void>;
-  /**
-   * PostgreSQL's time now, by which the times it stamped (a replaced secret's grace, a failing
-   * clock) are judged: never this host's wall clock, which may run minutes off.
-   */
+  /** PostgreSQL's time now, by which the times it stamped are judged: never this host's wall clock. */
   clock?(): Date;
 }
 
-/** The time by which what the directory holds is judged: PostgreSQL's (see clock), else this host's. */
+/** PostgreSQL's time (see clock), else this host's. */
 export function directoryNow(directory: Pick<MerchantDirectory, 'clock'> | undefined): Date {
   return directory?.clock?.() ?? new Date();
 }
 
-/** The endpoints an event goes to (one delivery each): each enabled one whose filter takes it, in the merchant's order. */
+/** The endpoints an event goes to (one delivery each), in the merchant's order. */
 export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[] {
   return merchant.endpoints.filter((endpoint) => endpoint.enabled && receivesEvent(endpoint, event));
 }
 
 /**
- * The id migration 0011 gave a merchant's one webhook when it became its first endpoint: what a row
- * written before endpoints ('' for its endpoint: a failure, a log entry) was for. Not "the first
- * endpoint now": that one may have been added since, and the old one deleted.
+ * The id migration 0011 gave a merchant's one webhook: what a row written before endpoints ('') was
+ * for. Not "the first endpoint now": that one may have been added since.
  */
 export function legacyEndpointId(merchantId: string): string {
   return `ep_${createHash('md5').update(merchantId).digest('hex').slice(0, 22)}`;
 }
 
-/** A new endpoint's id: `ep_` and 16 random bytes, URL-safe. */
 export function newEndpointId(): string {
   return `ep_${randomBytes(16).toString('base64url')}`;
 }
 
-/** Whether the webhook's event filter lets this event through (no filter: every event). */
+/** No filter: every event. */
 export function receivesEvent(webhook: Pick<Endpoint, 'events'>, event: string): boolean {
   return webhook.events === undefined || (webhook.events as readonly string[]).includes(event);
 }
 
-/** The secrets to sign with now: the current one, and every replaced one still in its grace. */
+/** The current secret, and every replaced one still in its grace. */
 export function signingSecrets(webhook: Endpoint, now: Date): string[] {
-  // Called for every delivery: most webhooks are not being rotated.
   if (!webhook.previousSecrets?.length) return [webhook.secret];
   return [webhook.secret, ...graceSecrets(webhook, now).map((grace) => grace.secret)];
 }
@@ -69,7 +60,7 @@ export function graceSecrets(webhook: Endpoint, now: Date): GraceSecret[] {
   return kept.sort((a, b) => Date.parse(b.expiresAt) - Date.parse(a.expiresAt));
 }
 
-/** The merchant without the replaced secrets whose grace has ended at `now` (they sign nothing); itself when it has none. */
+/** Without the replaced secrets whose grace has ended at `now`; itself when it has none. */
 export function withoutEndedGrace(merchant: Merchant, now: Date): Merchant {
   const live = (grace: GraceSecret) => Date.parse(grace.expiresAt) > now.getTime();
   if (!merchant.endpoints.some((endpoint) => endpoint.previousSecrets?.some((grace) => !live(grace)))) return merchant;

@@ -2,25 +2,21 @@ import { erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { respaceThrottled } from '../waits/index.js';
 
 /**
- * The adaptive rate of an endpoint (issue 55): what its 429 and 503 answers did to the rate the
- * dispatchers send it at, one row of `endpoint_rates` per endpoint, read by every dispatcher.
- * Outside the merchant's versioned row (like endpoint_health): writing it changes no ETag. No row:
- * the endpoint is sent at its `maxPerSecond` (or without a limit). At most one change a second,
- * whichever dispatcher asks: a burst of 429s already in flight halves the rate once.
+ * An endpoint's adaptive rate: what its 429 and 503 answers did to the rate it is sent at, a row of
+ * `endpoint_rates` outside the merchant's versioned row (writing it changes no ETag). No row: its
+ * `maxPerSecond`. At most one change a second: a burst of 429s in flight halves the rate once.
  */
-
-/** The slowest an endpoint is brought down to, per second. */
 export const MIN_ADAPTIVE_RATE = 0.5;
-/** How much a second of successes raises a lowered rate (a tenth, and at least one per second). */
+/** How much a second of successes raises a lowered rate (and at least one per second). */
 export const RAISE_FACTOR = 1.1;
 
 export interface EndpointRate {
-  /** The rate sent at now, per second. */
+  /** Per second. */
   rate: number;
-  /** This call changed it (one dispatcher's call a second does), and what it was before (undefined: no row). */
+  /** This call changed it, from `previous` (undefined: no row). */
   changed?: true;
   previous?: number;
-  /** Where it goes back to, after which the row goes: the configured rate, or the rate sent when it was first lowered. */
+  /** Where it goes back to, and the row with it. */
   ceiling: number;
 }
 
@@ -30,10 +26,7 @@ interface RatedView {
   currentPerSecond: number | null;
 }
 
-/**
- * Merchants' views with each endpoint's rate now (its adaptive rate when lowered), from one query
- * whatever their number; unchanged when PostgreSQL does not answer.
- */
+/** Merchants' views with each endpoint's rate now, from one query; unchanged when PostgreSQL does not answer. */
 export async function withCurrentRates<V extends { id: string; endpoints: RatedView[] }>(db: Queryable, views: V[]): Promise<V[]> {
   if (views.every((view) => view.endpoints.length === 0)) return views;
   const { rows } = await db
@@ -50,18 +43,16 @@ export async function withCurrentRates<V extends { id: string; endpoints: RatedV
   }));
 }
 
-/** A merchant's view with each endpoint's rate now. */
 export async function withCurrentRate<V extends { id: string; endpoints: RatedView[] }>(db: Queryable, view: V): Promise<V> {
   return (await withCurrentRates(db, [view]))[0]!;
 }
 
-/** Endpoints of one merchant, each with its rate now. */
 export async function withEndpointRates<E extends RatedView>(db: Queryable, merchantId: string, endpoints: E[]): Promise<E[]> {
   return (await withCurrentRate(db, { id: merchantId, endpoints })).endpoints;
 }
 
-/** The rate an endpoint is sent at now, to the hundredth: its adaptive rate, never above its maxPerSecond. */
-export function currentPerSecondOf(maxPerSecond: number | null | undefined, adaptiveRate: number): number {
+/** To the hundredth, never above maxPerSecond. */
+function currentPerSecondOf(maxPerSecond: number | null | undefined, adaptiveRate: number): number {
   return Math.round(Math.min(maxPerSecond ?? Infinity, adaptiveRate) * 100) / 100;
 }
 
@@ -70,7 +61,7 @@ export async function endpointRateOf(db: Queryable, merchantId: string, endpoint
   return rows[0] && { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling) };
 }
 
-/** Every lowered endpoint's rate (a few rows: only endpoints slowed now have one), at most `limit` of them. */
+/** Every lowered endpoint's rate (only endpoints slowed now have one), at most `limit`. */
 export async function endpointRates(db: Queryable, limit: number): Promise<Array<{ merchantId: string; endpointId: string } & EndpointRate>> {
   const { rows } = await db.query<{ merchant_id: string; endpoint_id: string; rate: number; ceiling: number }>(
     'SELECT merchant_id, endpoint_id, rate, ceiling FROM endpoint_rates ORDER BY changed_at DESC LIMIT $1',
@@ -80,17 +71,10 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
 }
 
 /**
- * The endpoint answered 429 or 503: its rate is halved, at most once a second (a second after the
- * last lowering: a raise, the last change, held every 429 back for a second). A first lowering
- * starts from `sentAt` (what it was being sent at) and remembers `ceiling`. Returns the rate now.
- * A row above the endpoint's `maxPerSecond` (set or lowered below it since) is halved from that:
- * halving the row's own rate left an endpoint at 2/s with a row at 50/s unslowed by five 429s.
- * (Not from `sentAt`: a dispatcher's share of an endpoint without a limit would cut it tenfold.)
- * No row for an endpoint or a merchant deleted meanwhile (a request sent before the dispatcher heard
- * of it): nothing is sent there again to raise it, and it would stay after the delete, for ever. The
- * merchant's row, locked for share, orders this with a settings write (which locks it for update and
- * drops a deleted endpoint's rate): a delete committed while this waited is seen, its endpoint gone.
- * A merchant with no row at all (none deleted within the day, by its tombstone) is lowered.
+ * The endpoint answered 429 or 503: its rate is halved, at most once a second after the last
+ * lowering. A first lowering starts from `sentAt` and remembers `ceiling`; a row above `maxPerSecond`
+ * is halved from that. None for a deleted endpoint or merchant: nothing would raise it again. The
+ * merchant's row, locked for share, orders this with a settings write. Returns the rate now.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string, maxPerSecond?: number): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
@@ -108,16 +92,12 @@ export async function lowerEndpointRate(db: Queryable, merchantId: string, sentA
     [merchantId, endpointId, MIN_ADAPTIVE_RATE, sentAt, Math.max(MIN_ADAPTIVE_RATE, ceiling), maxPerSecond ?? 'Infinity'],
   );
   const row = rows[0] as { rate: number; ceiling: number; changed: boolean; previous: number | null } | undefined;
-  // No row: another call inserted it after this statement's snapshot, so neither branch saw it;
-  // read now, it is the rate, unchanged by this call. (Or the merchant is deleted: none is written.)
+  // No row: another call inserted it after this statement's snapshot (or the merchant is deleted).
   if (!row) return (await endpointRateOf(db, merchantId, endpointId)) ?? { rate: Math.max(MIN_ADAPTIVE_RATE, sentAt / 2), ceiling: Math.max(MIN_ADAPTIVE_RATE, ceiling) };
   return { rate: Number(row.rate), ceiling: Number(row.ceiling), ...(row.changed ? { changed: true, previous: row.previous === null ? undefined : Number(row.previous) } : {}) };
 }
 
-/**
- * The endpoint succeeds: a lowered rate is raised by RAISE_FACTOR (at least one per second), at
- * most once a second; back at its ceiling the row goes. Returns the rate now, undefined once gone.
- */
+/** The endpoint succeeds: a lowered rate is raised, at most once a second; back at its ceiling the row goes. */
 export async function raiseEndpointRate(db: Queryable, merchantId: string, endpointId: string): Promise<(EndpointRate & { gone?: true }) | undefined> {
   const { rows } = await db.query<{ rate: number; ceiling: number; gone: boolean; previous: number }>(
     `WITH prior AS (SELECT rate FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = $2),
@@ -133,35 +113,28 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
      SELECT rate, ceiling, true AS gone, rate AS previous FROM gone UNION ALL SELECT rate, ceiling, false, (SELECT rate FROM prior) FROM raised`,
     [merchantId, endpointId, RAISE_FACTOR],
   );
-  // Gone: back at its ceiling. Raised: the rate before is what it was raised from.
   if (rows[0]?.gone) return { rate: Number(rows[0].ceiling), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].rate), gone: true };
   if (rows[0]) return { rate: Number(rows[0].rate), ceiling: Number(rows[0].ceiling), changed: true, previous: Number(rows[0].previous) };
   return endpointRateOf(db, merchantId, endpointId);
 }
 
-/** A raised limit's queue comes back this long after the write: the time the dispatchers have to hear of it (milliseconds, normally). */
+/** A raised limit's queue comes back this long after the write: the time the dispatchers have to hear of it. */
 export const LIMIT_HEARD_MS = 1_000;
 
 /**
- * An endpoint's maxPerSecond goes from `before` to `after` (undefined: none), in the write's
- * transaction: the webhooks it has queued, laid out at the rate it was sent at, are spread to the
- * rate it is sent at now (its adaptive rate still caps both). Here, once, not in each dispatcher
- * that hears of the change: a raise left a backlog draining at the old rate.
+ * An endpoint's maxPerSecond changes, in the write's transaction: its queue is spread to the new rate
+ * (its adaptive rate still caps both), here once, not in each dispatcher that hears of it.
  */
 export async function respaceForLimit(tx: Queryable, merchantId: string, endpointId: string, before: number | undefined, after: number | undefined): Promise<void> {
   const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
   await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive), LIMIT_HEARD_MS);
-  // A lowered rate goes back up to the new limit: left at the old one, it went from 10/s to a
-  // raised 1,000/s in one step (the row gone at 10). Unset, the old limit stays its ceiling.
+  // A lowered rate goes back up to the new limit, not the old one. Unset, the old limit stays its ceiling.
   if (after !== undefined && adaptive !== Infinity) {
     await tx.query('UPDATE endpoint_rates SET ceiling = $3 WHERE merchant_id = $1 AND endpoint_id = $2', [merchantId, endpointId, after]);
   }
 }
 
-/**
- * Deleted endpoints' adaptive rates, in the delete's transaction: nothing would ever raise them
- * again (nothing is sent to a deleted endpoint), and every dispatcher reads them each minute.
- */
+/** In the delete's transaction: nothing would ever raise them again, and every dispatcher reads them. */
 export async function dropEndpointRates(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
   await tx.query('DELETE FROM endpoint_rates WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[])', [merchantId, endpointIds]);
 }

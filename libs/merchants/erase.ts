@@ -2,10 +2,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import { type Actor, recordAudit } from './audit.js';
 import { CHANGES_CHANNEL, idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 
-/**
- * Every table that holds a merchant's data, and how its rows are found there. A test checks that
- * every table is here or in TABLES_WITHOUT_MERCHANT_DATA, so that a new one cannot be forgotten.
- */
+/** Every table that holds a merchant's data (a test checks that none is forgotten). */
 export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = [
   { table: 'merchants', where: 'id = $1' },
   { table: 'merchant_idempotency', where: 'merchant_id = $1' },
@@ -32,26 +29,17 @@ export const MERCHANT_TABLES: ReadonlyArray<{ table: string; where: string }> = 
 /** Tables that hold nothing of any merchant (a tombstone keeps a digest of the id, not the id). */
 export const TABLES_WITHOUT_MERCHANT_DATA: readonly string[] = ['delivery_log_offsets', 'merchant_tombstones', 'schema_migrations'];
 
-/**
- * Kept when a merchant is deleted: its audit trail (never a secret, never a payload), which the
- * delete itself ends, so that what happened to a merchant can be answered after it is gone.
- */
+/** Kept when a merchant is deleted: what happened to it can be answered after it is gone. */
 export const TABLES_KEPT_AFTER_DELETE: readonly string[] = ['merchant_audit'];
 
-/**
- * How long after its commit a delete sweeps the merchant's tables again. A write whose statement
- * began before the commit could not see the tombstone (its snapshot is older), and may commit after
- * the delete passed its table (a recorder's batch of records read before the delete): such
- * statements take milliseconds, and have ended by then.
- */
+/** A write whose snapshot predates the tombstone may commit after the delete passed its table: not this long after. */
 export const SWEEP_AFTER_MS = 2_000;
 
 type Transactional = { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> };
 
 /**
- * Deletes every row of one merchant from every table above in one transaction, and records the
- * delete in the audit trail; then, when it found any, once more after `sweepAfterMs` (what writes
- * raced the commit). Returns the rows deleted per table, both passes together. What RabbitMQ holds is not touched.
+ * Deletes every row of one merchant in one transaction, audited; then, when it found any, once more
+ * after `sweepAfterMs`. Returns the rows deleted per table. What RabbitMQ holds is not touched.
  */
 export async function deleteMerchantData(db: Transactional, merchantId: string, by: Actor, options: { sweepAfterMs?: number } = {}): Promise<Record<string, number>> {
   const deleted = await deleteOnce(db, merchantId, by);
@@ -66,8 +54,7 @@ async function deleteOnce(db: Transactional, merchantId: string, by: Actor, swee
   return db.transaction(async (tx) => {
     const deleted: Record<string, number> = {};
     if (sweep) {
-      // Made again meanwhile (its creation locks the tombstone too, so it is seen here once committed):
-      // a new merchant, whose rows the sweep must not delete.
+      // Made again meanwhile (its creation locks the tombstone too): the new merchant's rows stay.
       await tx.query('SELECT 1 FROM merchant_tombstones WHERE id_digest = $1 FOR UPDATE', [idDigest(merchantId)]);
       const { rows: again } = await tx.query('SELECT 1 FROM merchants WHERE id = $1', [merchantId]);
       if (again.length > 0) return deleted;
@@ -76,7 +63,6 @@ async function deleteOnce(db: Transactional, merchantId: string, by: Actor, swee
     const { rows: removed } = await tx.query<{ version: string }>('DELETE FROM merchants WHERE id = $1 RETURNING version', [merchantId]);
     deleted.merchants = removed.length;
     if (removed[0]) {
-      // By which every program forgets the merchant, and from whose version one made again with this id goes on.
       await tx.query(
         `INSERT INTO merchant_tombstones (id_digest, version) VALUES ($1, $2)
          ON CONFLICT (id_digest) DO UPDATE SET version = EXCLUDED.version, change_xid = pg_current_xact_id(), deleted_at = now()`,

@@ -20,7 +20,6 @@ export class PublicKeyTakenError extends NamedError {
   }
 }
 
-/** A rotation with a grace would leave more old secrets signing than MAX_GRACE_SECRETS (the endpoint's bound). */
 export class TooManySecretsError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId: string, readonly earliestExpiry: string) {
     super(
@@ -30,7 +29,6 @@ export class TooManySecretsError extends NamedError {
   }
 }
 
-/** The portal asked to turn on an endpoint the platform's operator turned off. */
 export class DisabledByOperatorError extends NamedError {
   constructor(readonly merchantId: string) {
     super(`the webhook of merchant ${merchantId} was disabled by the platform; only the platform can enable it`);
@@ -43,14 +41,12 @@ export class InvalidIdempotencyKeyError extends NamedError {
   }
 }
 
-/** A new endpoint would give the merchant more than it may have (MAX_ENDPOINTS_PER_MERCHANT). */
 export class EndpointLimitError extends NamedError {
   constructor(readonly merchantId: string, readonly limit: number) {
     super(`merchant ${merchantId} already has ${limit} endpoint${limit === 1 ? '' : 's'}, the most a merchant may have (MAX_ENDPOINTS_PER_MERCHANT: ${limit})`);
   }
 }
 
-/** Another endpoint of the merchant already has this URL: two would receive every webhook twice. */
 export class EndpointUrlTakenError extends NamedError {
   constructor(readonly merchantId: string, readonly endpointId: string) {
     super(`merchant ${merchantId} already sends to this URL (endpoint ${endpointId})`);

@@ -2,10 +2,9 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Endpoint, Merchant } from './schema.js';
 
 /**
- * An endpoint's failing clock (auto-disable), one row of endpoint_health per endpoint: writing it
- * changes no merchant version and makes no program read settings or secrets again. `url` is the
- * URL it was measured on: a clock of a URL the endpoint no longer has counts for nothing. A
- * cleared clock keeps its row, with `failing_since` null, so that the poll sees the clearing.
+ * An endpoint's failing clock (auto-disable), a row of endpoint_health outside the merchant's
+ * versioned row. `url`: the URL it was measured on; a clock of another counts for nothing. A cleared
+ * clock keeps its row, `failing_since` null, so that the poll sees the clearing.
  */
 export interface Health {
   endpointId: string;
@@ -33,10 +32,7 @@ export function healthOf(row: HealthRow): Health | undefined {
   return { endpointId: row.endpoint_id, url: row.url, failingSince, ...(lastFailureAt ? { lastFailureAt } : {}) };
 }
 
-/**
- * The merchant as programs see it: each endpoint with its own clock, if one runs (measured on the URL
- * it has now), and no other. No clocks: the merchant as its row holds it.
- */
+/** Each endpoint with its own clock, if one runs on the URL it has now, and no other. */
 export function withHealth(merchant: Merchant, clocks: Iterable<Health> = []): Merchant {
   const byEndpoint = new Map([...clocks].map((clock) => [clock.endpointId, clock]));
   let changed = false;
@@ -57,22 +53,17 @@ export function withHealth(merchant: Merchant, clocks: Iterable<Health> = []): M
 }
 
 /**
- * A fact a dispatcher reports about one endpoint; the clock moves by PostgreSQL's `now()` alone,
- * never by a dispatcher's clock (each host's runs ahead or behind the others'): what a dispatcher
- * sends is a duration it measured itself.
- * - `failing`: every attempt it made there for `streakMs` failed (the failure now). A clock running
- *   there is refreshed (`last_failure_at = now()`); where none runs (or it is stale: no failure
- *   recorded for two tenths of `afterMs`) and the streak spans a tenth, one starts at `now() - streakMs`.
- * - `succeeded`: an attempt there succeeded `agoMs` ago: the clock ends if it started before that.
+ * A dispatcher's fact about one endpoint, as durations it measured: the clock moves by PostgreSQL's
+ * `now()` alone. `failing`: every attempt for `streakMs` failed; `succeeded`: one did `agoMs` ago.
  */
 export type HealthFact = { kind: 'failing'; streakMs: number; afterMs: number } | { kind: 'succeeded'; agoMs: number };
 
 /**
- * Applies `fact` to the clock of the merchant's endpoint at `url`, only while that endpoint is
- * enabled at that URL (undefined otherwise). The merchant's row locked for share orders it with a
- * settings write (the disable reads the clock after locking the row for update); the clock's row
- * locked for update orders the facts of dispatchers racing. Returns the endpoint's clock after it
- * (undefined: none runs), PostgreSQL's time then, and whether the row changed (`wrote`).
+ * Applies `fact` to the clock of the endpoint at `url`, only while it is enabled there (undefined
+ * otherwise). The merchant's row locked for share orders it with a settings write; the clock's row
+ * locked for update orders racing dispatchers. A running clock is refreshed; a stale one (no failure
+ * for two tenths of `afterMs`) or none starts over once the streak spans a tenth; a success ends one
+ * that started before it.
  */
 export async function writeHealth(tx: Queryable, merchantId: string, url: string, fact: HealthFact) {
   const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null; now: Date }>(
@@ -81,7 +72,6 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   );
   const endpointId = owner[0]?.id;
   if (!owner[0]?.enabled || !endpointId) return undefined;
-  // PostgreSQL's time, the same in every statement of this transaction (now()).
   const now = new Date(owner[0].now);
   const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2 FOR UPDATE`, [merchantId, endpointId]);
   const found = held[0] && healthOf(held[0]);
@@ -95,7 +85,7 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
     );
     return as(rows);
   }
-  // Running, not stale: a failure recorded within two tenths of `afterMs` (the rule of clockState in libs/operational, which imports this lib).
+  // Running, not stale (the rule of clockState in libs/operational).
   const lastFailure = current && Math.max(Date.parse(current.failingSince), Date.parse(current.lastFailureAt ?? current.failingSince));
   if (current && now.getTime() - lastFailure! <= fact.afterMs / 5) {
     const { rows } = await tx.query<HealthRow>(
@@ -119,7 +109,7 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   return { ...as(made), wrote: false };
 }
 
-/** Clears the clocks of these endpoints (a settings write that turned one off or on, or pointed it elsewhere). */
+/** For a settings write that turned an endpoint off or on, or pointed it elsewhere. */
 export async function clearHealth(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
   await tx.query(
     'UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[]) AND failing_since IS NOT NULL',

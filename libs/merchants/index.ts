@@ -10,6 +10,6 @@ export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_W
 export * from './errors.js';
 export * from './settings-input.js';
 export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
-export { currentPerSecondOf, type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRates } from './endpoint-rate.js';
+export { type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRates } from './endpoint-rate.js';
 export { openMerchants, readMerchantsFile } from './open.js';
 export { EndpointSettings, endpointViewsOf } from './endpoint-settings.js';

@@ -6,22 +6,17 @@ import { columnsOf } from './rows.js';
 import { type Merchant, merchantsFileSchema } from './schema.js';
 import { SecretBox } from './secret-box.js';
 
-export interface OpenMerchantsOptions extends PgDirectoryOptions {
+interface OpenMerchantsOptions extends PgDirectoryOptions {
   /** A database the caller opened (npm start shares one PGlite); else DATABASE_URL. */
   database?: Database;
-  /** Names this program's connections in pg_stat_activity. */
   applicationName: string;
   signal?: AbortSignal;
-  /** Merchants an embedded (PGlite) database starts with: development mode's demo merchants. */
+  /** Merchants an embedded (PGlite) database starts with. */
   seedFile?: string;
-  /** How long a new connection may take (2 s; the CLI, which a person waits for, allows longer). */
   connectTimeoutMs?: number;
 }
 
-/**
- * Opens the merchant directory in PostgreSQL (libs/config/merchants.ts), loaded and kept current;
- * `database` is its pool (the limits shared by API replicas use it too).
- */
+/** The merchant directory, loaded and kept current, and its pool (the limits shared by API replicas use it too). */
 export async function openMerchants(
   config: { DATABASE_URL?: string; SECRETS_KEY?: Buffer; SECRETS_KEY_PREVIOUS?: Buffer },
   logger: Logger,
@@ -45,11 +40,7 @@ export async function openMerchants(
   return { merchants: directory, database, close };
 }
 
-/**
- * Development mode's embedded database starts with the development merchants, with the file's
- * secrets so that the demo merchant verifies what it receives. One already there (or whose public
- * key another holds) is left as it is.
- */
+/** With the file's secrets, so that the demo merchant verifies what it receives; one already there is left as it is. */
 async function seedMerchants(database: Queryable, box: SecretBox, file: string, logger: Logger): Promise<void> {
   const seeded: string[] = [];
   for (const merchant of readMerchantsFile(file)) {
@@ -62,7 +53,6 @@ async function seedMerchants(database: Queryable, box: SecretBox, file: string, 
   if (seeded.length > 0) logger.info('development merchants written to the embedded database', { written: seeded });
 }
 
-/** The merchants of a JSON file of merchantsFileSchema's shape: development mode's, which seed its embedded database. */
 export function readMerchantsFile(file: string): Merchant[] {
   return merchantsFileSchema.parse(JSON.parse(readFileSync(file, 'utf8'))).merchants;
 }

@@ -15,7 +15,6 @@ import { type Held, Refusal, type SettingsChange, type WriteOptions, type Writte
 import { NamedError } from '../runtime/named-error.js';
 
 export interface PgDirectoryOptions {
-  /** A change whose notification was lost is found by a poll this often. */
   pollIntervalMs?: number;
   /** Start-up gives up when the database stays unreachable this long (loading pages is progress, not a stall). */
   startStallMs?: number;
@@ -30,24 +29,19 @@ export class MerchantStoreUnavailableError extends NamedError {
   }
 }
 
-/** A tombstone's deleted_at in ms since the epoch, PostgreSQL's clock: judged by it (clock()), not by this host's. */
+/** A tombstone's deleted_at in ms since the epoch, judged by PostgreSQL's clock (clock()). */
 const DELETED_MS = '(extract(epoch FROM deleted_at) * 1000)::float8 AS deleted_ms';
 
 /** The poll that finds a change whose notification was lost. */
 export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
-/** How long start-up waits for an unreachable database, without progress, before the program gives up. */
 export const MERCHANTS_START_STALL_MS = 120_000;
 
 /**
- * Where a program stands in the database's history: the cursor it reads changes from (the oldest
- * transaction still running), and what names the history itself. A cursor alone is not enough:
- * after a restore or the promotion of a lagging standby the transaction ids go back, and writes
- * made since can carry them past the old cursor before the next poll, so that changes are missed.
- * The history changes with each of those: the cluster (a dump restored into a new one), its
- * timeline (a point-in-time recovery, a promoted standby), the server's start (any physical
- * restore; a crash, which may lose asynchronous commits), the database and the merchants table.
- * Any role may read all of these, and PGlite answers them too.
+ * Where a program stands: the cursor it reads changes from (the oldest transaction still running),
+ * and what names the database's history. A cursor alone is not enough: after a restore or a
+ * failover the transaction ids go back, and writes since can carry them past the old cursor. The
+ * history (cluster, timeline, server start, database, merchants table) changes with each of those.
  */
 interface Position {
   cursor: string;
@@ -65,20 +59,16 @@ const POSITION_NOW = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cu
       'merchants'::regclass::oid) AS history`;
 
 /**
- * Merchants from PostgreSQL, held in memory: every read is synchronous, the delivery path never
- * waits for the database, and while it is down the cache keeps serving. A write's NOTIFY makes
- * every program read what changed since its cursor; a poll does the same when a notification is
- * lost (a reconnect, a half-open socket, a pooler in transaction mode). What changed (rows,
- * tombstones, failing clocks) is found by the transaction that wrote it (`change_xid`) from the
- * oldest transaction still running at the last look, so a late commit is found too; a row or a
- * tombstone is taken only above the version held. When the history is another one, or the cursor
- * would go back, or the last good poll is older than half a tombstone's life, everything is
- * loaded again instead.
+ * Merchants from PostgreSQL, held in memory: reads are synchronous, and while the database is down
+ * the cache keeps serving. A write's NOTIFY, or a poll when one is lost, makes every program read
+ * what changed (`change_xid`) since the oldest transaction running at its last look, so a late commit
+ * is found too; a row or tombstone is taken only above the version held. When the history changed,
+ * the cursor would go back, or the last good poll is older than half a tombstone's life, everything
+ * is loaded again.
  */
 export class PgMerchantDirectory implements MerchantDirectory {
   private cache = new DirectoryCache();
   private position?: Position;
-  /** PostgreSQL's clock as last read (`ms`), and this host's monotonic time then (`at`): see clock(). */
   private pgTime?: { ms: number; at: number };
   private polledAt = 0;
   private loaded = false;
@@ -89,7 +79,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private polling?: Promise<void>;
   private pollAgain = false;
   private failing = false;
-  /** Full loads after the first (a restore, a failover, a restart of PostgreSQL). */
+  /** Full loads after the first. */
   reloads = 0;
 
   constructor(
@@ -99,15 +89,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     private readonly options: PgDirectoryOptions = {},
   ) {}
 
-  /** Merchants whose newest row is sealed with a key this program lacks: it serves their last readable version, and says so. */
+  /** Merchants whose newest row is sealed with a key this program lacks: it serves their last readable version. */
   get unreadable(): Array<{ merchantId: string; version: number; keyId: string | undefined }> {
     return [...this.cache.unreadable].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
   }
 
-  /**
-   * Loads every merchant, waiting through a database not reachable yet, for at most `startStallMs`
-   * without progress; safe twice (a second call is the first's), and a no-op once closed.
-   */
+  /** Loads every merchant, waiting at most `startStallMs` without progress; safe twice, a no-op once closed. */
   start(signal?: AbortSignal): Promise<void> {
     return this.starting.run(() => this.firstLoad(signal));
   }
@@ -164,16 +151,14 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 
   /**
-   * PostgreSQL's time now: its clock as read with the last position (at each load and poll, every
-   * DEFAULT_POLL_INTERVAL_MS at the least), plus the time elapsed since on this host's monotonic
-   * clock. Off by half that read's round trip at most, never by this host's wall clock's error
-   * (minutes, on a host whose NTP is broken). Before the first read: this host's clock.
+   * PostgreSQL's time now: its clock as last read (each load and poll) plus the time since on this
+   * host's monotonic clock, never its wall clock (minutes off where NTP is broken). Before the first read: this host's.
    */
   clock(): Date {
     return this.pgTime ? new Date(this.pgTime.ms + (performance.now() - this.pgTime.at)) : new Date();
   }
 
-  /** Where the database's history stands now; PostgreSQL's clock read with it, at the middle of the round trip. */
+  /** PostgreSQL's clock is read with it, taken as of the middle of the round trip. */
   private async positionNow(): Promise<Position> {
     const asked = performance.now();
     const { rows } = await this.db.query<Position & { now_ms: number }>(POSITION_NOW);
@@ -182,16 +167,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return position;
   }
 
-  /**
-   * Applies `change` to the merchant's locked row and writes the result as the next version, unless
-   * it changes nothing: of writers racing on one merchant, none is lost, none applied twice.
-   */
+  /** Applies `change` to the locked row as the next version: of racing writers, none is lost, none applied twice. */
   async update(merchantId: string, change: SettingsChange, options: WriteOptions = {}): Promise<Written> {
     for (let attempt = 0; ; attempt++) {
       try {
         const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options));
-        // What the transaction read is current, written, replayed or refused: the cache takes it before
-        // the notification, so a 412's next GET answers the version to send, a 409's the endpoints that filled the limit.
+        // Taken before the notification, so a 412's next GET answers the version to send.
         if (written.held) this.hold(written.held);
         for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
         return written;
@@ -205,8 +186,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         const code = (err as { code?: string })?.code;
         const constraint = (err as { constraint?: string })?.constraint;
         if (code === '23505' && constraint === 'merchants_public_key_key') throw new PublicKeyTakenError();
-        // Two writers created the merchant, or used one Idempotency-Key, at once: the loser runs
-        // again on what the winner committed.
+        // Two writers created the merchant, or used one Idempotency-Key, at once: the loser runs again.
         if (code === '23505' && attempt < 2) continue;
         if (code?.startsWith('22')) throw new InvalidSettingsError('body', 'holds a value PostgreSQL cannot store (a NUL character, say)');
         if (isUnavailable(err)) throw new MerchantStoreUnavailableError(err);
@@ -215,12 +195,12 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
   }
 
-  /** What a write left, as this program keeps merchants (its secrets unopened where it only shows settings). */
+  /** What a write left, its secrets unopened where this program opens none. */
   private hold({ merchant, version, row }: Held): void {
     this.cache.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
   }
 
-  /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth), by PostgreSQL's clock. */
+  /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth). */
   async recordHealth(merchantId: string, url: string, fact: HealthFact) {
     const written = await this.db.transaction(async (tx) => {
       const result = await writeHealth(tx, merchantId, url, fact);
@@ -235,9 +215,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
 
   /**
    * Reads every merchant into a new cache, a page at a time, from a position taken first: nothing
-   * committed meanwhile is missed. The next page is asked for before this one's secrets are opened.
-   * At start-up (`strict`) a row no key opens stops the program; on a reload its last readable
-   * version is kept and reported.
+   * committed meanwhile is missed. At start-up (`strict`) a row no key opens stops the program; on a
+   * reload its last readable version is kept.
    */
   private async load(progress: () => void, strict: boolean): Promise<void> {
     const position = await this.positionNow();
@@ -256,8 +235,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
     const { rows: clocks } = await this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE failing_since IS NOT NULL`);
     for (const row of clocks) cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
-    // Deleted merchants of the last day: their webhooks still queued are dropped, not parked or failed with their payload.
-    // (An older tombstone stays until the next delete's upkeep removes it: not read.)
+    // Deleted merchants of the last day: their webhooks still queued are dropped, not parked.
     const { rows: tombstones } = await this.db.query<{ id_digest: string; deleted_ms: number }>(
       `SELECT id_digest, ${DELETED_MS} FROM merchant_tombstones WHERE deleted_at > now() - $1::bigint * interval '1 millisecond'`,
       [TOMBSTONE_KEEP_MS],
@@ -268,10 +246,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
     this.polledAt = performance.now();
   }
 
-  /** Takes a row into `cache`; one no key of this program opens is reported, and the version held kept. */
+  /** Takes a row into `cache`; one no key of this program opens is reported, the version held kept. */
   private take(cache: DirectoryCache, row: MerchantRow, strict: boolean): void {
     try {
-      // A row whose secrets no key of this program sealed is refused, whether it opens them now or not.
       if (this.options.openSecrets === false && row.secrets && !this.box.holdsKeyOf(row.secrets)) throw new SecretsKeyError(keyIdOf(row.secrets), sealedSecretsOf(row));
       cache.apply(merchantOf(row, this.box, this.options.openSecrets !== false), Number(row.version));
       return;
@@ -280,7 +257,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }
     const keyId = row.secrets ? keyIdOf(row.secrets) : undefined;
     if (cache.markUnreadable(row.id, Number(row.version), keyId)) {
-      // Never the value: the merchant, its version and which key sealed it.
       this.logger.error('merchant row sealed with a key this program lacks (SECRETS_KEY, SECRETS_KEY_PREVIOUS): serving its last readable version', {
         merchantId: row.id,
         version: Number(row.version),
@@ -291,7 +267,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     cache.keepFrom(this.cache, row.id);
   }
 
-  /** Reads what changed (or everything, see the class); calls while one runs make it run once more after. */
+  /** Calls while one runs make it run once more after. */
   poll(): Promise<void> {
     if (this.stopped || !this.loaded) return Promise.resolve();
     if (this.polling) {
@@ -338,7 +314,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
       this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE change_xid >= $1::xid8`, since),
     ]);
     for (const row of rows) {
-      // Read again until older transactions end: most rows are held already, and not opened again.
       if ((this.cache.versionOf(row.id) ?? 0) < Number(row.version)) this.take(this.cache, row, false);
     }
     if (tombstones.length > 0) {
@@ -356,10 +331,8 @@ export class PgMerchantDirectory implements MerchantDirectory {
   }
 }
 
-/** Connection-level trouble: the database is away, not the request wrong. pg's errors for a lost connection carry no code. */
+/** The database is away or busy, not the request wrong: waiting would help. */
 export function isUnavailable(err: unknown): boolean {
-  // Ours (a key that opens nothing) and programming errors are no outage: waiting would not help.
   if (err instanceof SecretsKeyError || err instanceof Refusal || err instanceof TypeError || err instanceof SyntaxError || err instanceof RangeError) return false;
-  // A statement past its timeout (57014, 55P03: waiting for a row another transaction holds) too: busy, try again.
   return isTransient(err);
 }

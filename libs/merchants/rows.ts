@@ -4,25 +4,23 @@ import type { Endpoint, Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
 /**
- * A merchant is one row of `merchants`: its settings as JSON, the secrets sealed apart (SecretBox),
- * a version (the admin API's ETag) and the transaction that last changed it (`change_xid`), by
- * which every program finds what changed. A deleted merchant leaves a tombstone (a digest of its id,
- * its last version), by which the programs forget it.
+ * A merchant is one row of `merchants`: its settings as JSON, the secrets sealed apart, a version
+ * (the ETag) and `change_xid`. A deleted merchant leaves a tombstone (a digest of its id, its version).
  */
-/** How long a tombstone is kept: a program that has not polled for half of it loads everything again. */
+/** A program that has not polled for half of it loads everything again. */
 export const TOMBSTONE_KEEP_MS = 24 * 3_600_000;
 
-/** What a tombstone keeps of the merchant's id, so that no row names a deleted merchant. */
+/** So that no row names a deleted merchant. */
 export function idDigest(merchantId: string): string {
   return createHash('sha256').update(merchantId, 'utf8').digest('base64url');
 }
 
-/** The channel a write notifies on commit; its payload is the merchant id. */
+/** Notified on commit of a write, with the merchant id. */
 export const CHANGES_CHANNEL = 'webhooks_merchants';
 
 export const MERCHANT_COLUMNS = 'id, public_key, endpoints, secrets, version';
 
-/** An endpoint's settings in clear: everything but the secrets' values (a grace secret's expiry is no secret). */
+/** Everything but the secrets' values. */
 type ClearEndpoint = Omit<Endpoint, 'secret' | 'previousSecrets' | 'failingSince' | 'lastFailureAt'> & { previousSecrets?: Array<{ expiresAt: string }> };
 
 export interface MerchantRow {
@@ -33,16 +31,16 @@ export interface MerchantRow {
   version: string | number;
 }
 
-/** What is sealed of one endpoint (the previous secrets in the order of the clear expiries). */
+/** The previous secrets in the order of the clear expiries. */
 interface Secrets {
   secret: string;
   previous?: string[];
 }
 
-/** The sealed secrets of a merchant's endpoints, by endpoint id: one seal per merchant, bound to its id. */
+/** By endpoint id: one seal per merchant, bound to its id. */
 type SealedSecrets = Record<string, Secrets>;
 
-/** The merchant a row holds. `open: false`: each secret is opened on first read, so a program that never signs opens none. */
+/** `open: false`: each secret is opened on first read, so a program that never signs opens none. */
 export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merchant {
   const sealed = row.secrets;
   if (row.endpoints.length === 0 || sealed === null) return { id: row.id, publicKey: row.public_key, endpoints: [] };
@@ -65,7 +63,7 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
   return { id: row.id, publicKey: row.public_key, endpoints };
 }
 
-/** Where a merchant's sealed secrets are, for a message about them: its id and its endpoints', never a value. */
+/** Where a merchant's sealed secrets are, for a message: never a value. */
 export function sealedSecretsOf(row: Pick<MerchantRow, 'id' | 'endpoints'>): string {
   const ids = row.endpoints.map((endpoint) => endpoint.id);
   const of = ids.length === 0 ? '' : ` (endpoint${ids.length === 1 ? '' : 's'} ${ids.join(', ')})`;
@@ -83,7 +81,7 @@ function settle(endpoint: Endpoint): Endpoint {
   return { ...rest, secret, ...(previousSecrets ? { previousSecrets: previousSecrets.map(({ secret: value, expiresAt }) => ({ secret: value, expiresAt })) } : {}) } as Endpoint;
 }
 
-/** The row's columns for a merchant: [public_key, endpoints, secrets]. The failing clock is not the row's (endpoint_health). */
+/** [public_key, endpoints, secrets]. The failing clock is not the row's. */
 export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, string | null] {
   if (merchant.endpoints.length === 0) return [merchant.publicKey, '[]', null];
   const sealed: SealedSecrets = {};
@@ -95,9 +93,8 @@ export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, 
 }
 
 /**
- * After SECRETS_KEY changed: seals again with it every stored value an older key sealed, a row at a
- * time and only if the row still holds what was read. Versions are untouched: nothing changed for
- * the programs. Returns how many were sealed again.
+ * After SECRETS_KEY changed: seals again every value an older key sealed, a row at a time, only if
+ * it still holds what was read. Versions are untouched. Returns how many.
  */
 export async function resealSecrets(db: Queryable, box: SecretBox): Promise<number> {
   let count = 0;
@@ -116,7 +113,7 @@ export async function resealSecrets(db: Queryable, box: SecretBox): Promise<numb
   return count;
 }
 
-/** One merchant's endpoints' settings from its row, no secret opened (no SECRETS_KEY needed); undefined: no such merchant. */
+/** No secret opened (no SECRETS_KEY needed); undefined: no such merchant. */
 export async function webhookSettingsOf(db: Queryable, merchantId: string): Promise<Array<Pick<Endpoint, 'id' | 'enabled' | 'events'>> | undefined> {
   const { rows } = await db.query<{ endpoints: ClearEndpoint[] }>('SELECT endpoints FROM merchants WHERE id = $1', [merchantId]);
   return rows[0]?.endpoints;

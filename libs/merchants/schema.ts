@@ -5,17 +5,16 @@ export const WEBHOOK_SECRET = /^whsec_[A-Za-z0-9+/]{16,}={0,2}$/;
 
 const secret = z.string().regex(WEBHOOK_SECRET, 'webhook.secret must be whsec_ followed by base64');
 
-/** Old secrets still signing in their grace, at most: each adds a signature to every webhook. */
+/** Each adds a signature to every webhook. */
 export const MAX_GRACE_SECRETS = 3;
 
 const graceSecret = z.object({ secret, expiresAt: z.iso.datetime({ offset: true }) });
 export type GraceSecret = z.infer<typeof graceSecret>;
 
-/** Why a webhook was turned off: by the service after failing too long, or by an operator. */
 export const DISABLED_REASONS = ['failing', 'manual'] as const;
 export type DisabledReason = (typeof DISABLED_REASONS)[number];
 
-/** The highest throttle one can set (webhooks a second to an endpoint); above it, leave the throttle unset. */
+/** Above it, leave the throttle unset. */
 export const MAX_PER_SECOND_LIMIT = 10_000;
 
 export const maxPerSecondField = z
@@ -24,47 +23,44 @@ export const maxPerSecondField = z
   .min(1, 'must be at least 1')
   .max(MAX_PER_SECOND_LIMIT, `must be at most ${MAX_PER_SECOND_LIMIT} (leave it out for no limit)`);
 
-/** Which events a webhook receives; absent means all of them. */
 export const webhookEventsSchema = z
   .array(z.enum(EVENT_NAMES, { error: `each event must be one of ${EVENT_NAMES.join(', ')}` }))
   .min(1, 'events must name at least one event (leave it out for all of them)')
   .refine((events) => new Set(events).size === events.length, 'events must not repeat an event');
 
-/** The row's hard cap of endpoints (each adds a delivery per event); the variable of this name (1 to this) is what writes allow. */
+/** The row's hard cap; the variable of this name (1 to this) is what writes allow. */
 export const MAX_ENDPOINTS_PER_MERCHANT = 20;
 
 export const ENDPOINT_ID = /^ep_[A-Za-z0-9_-]{4,64}$/;
 
-/** One of a merchant's endpoints: each has its own circuit, in-flight bound, throttle and failing clock. */
-export const endpointSchema = z.object({
+const endpointSchema = z.object({
   id: z.string().regex(ENDPOINT_ID, 'endpoint id must be ep_ followed by 4 to 64 letters, digits, _ or -'),
   url: z.url({ protocol: /^https?$/, error: 'webhook.url must be an http(s) URL' }),
   description: z.string().max(500).optional(),
   enabled: z.boolean(),
   secret,
   events: webhookEventsSchema.optional(),
-  /** At most this many webhooks a second, whatever the number of dispatchers; absent, no limit. */
+  /** Across every dispatcher; absent, no limit. */
   maxPerSecond: maxPerSecondField.optional(),
-  /** Every secret replaced within its grace, newest first, each signing until its own expiry. */
+  /** Newest first, each signing until its own expiry. */
   previousSecrets: z.array(graceSecret).max(MAX_GRACE_SECRETS, `at most ${MAX_GRACE_SECRETS} previous secrets`).optional(),
-  /** Why the endpoint is off (`failing`: auto-disable; `manual`), and since when. Absent while enabled. */
+  /** Absent while enabled. */
   disabledReason: z.enum(DISABLED_REASONS).optional(),
   disabledAt: z.iso.datetime({ offset: true }).optional(),
-  /** Who turned a `manual` disable on (the operator when absent); the portal may undo only the merchant's own. */
+  /** The operator when absent; the portal may undo only the merchant's own. */
   disabledBy: z.enum(['operator', 'merchant']).optional(),
-  /** The auto-disable clock (endpoint_health, never the row): its first failure after its last success. */
+  /** The auto-disable clock (endpoint_health, never the row). */
   failingSince: z.iso.datetime({ offset: true }).optional(),
-  /** The latest failure recorded for that clock: one without a failure for two tenths of ENDPOINT_DISABLE_AFTER is stale. */
+  /** A clock without a failure for two tenths of ENDPOINT_DISABLE_AFTER is stale. */
   lastFailureAt: z.iso.datetime({ offset: true }).optional(),
-  /** Order per reference (libs/ordering): a webhook waits while an earlier one of its reference is not yet ended. */
+  /** A webhook waits while an earlier one of its reference is not yet ended (libs/ordering). */
   orderByReference: z.boolean().optional(),
-  /** When `secret` was issued; absent for secrets issued before it was recorded. */
+  /** Absent for secrets issued before it was recorded. */
   secretIssuedAt: z.iso.datetime({ offset: true }).optional(),
 });
 
-// Strict: a merchant in an older shape (its one `webhook`) is refused, naming the key, instead of
-// being taken with no endpoint and skipping every webhook.
-export const merchantSchema = z
+// Strict: a merchant in an older shape (its one `webhook`) is refused, not taken with no endpoint.
+const merchantSchema = z
   .strictObject({
     id: z.string().min(1).max(200),
     publicKey: z.string().min(8, 'publicKey must be at least 8 characters'),
@@ -82,7 +78,6 @@ export const merchantsFileSchema = z
     flagRepeats(ctx, 'merchants', file.merchants, 'publicKey', () => 'duplicate publicKey');
   });
 
-/** An issue at each item whose `field` an earlier item of the list already has. */
 function flagRepeats<T, K extends keyof T & string>(ctx: z.RefinementCtx, list: string, items: readonly T[], field: K, message: (item: T) => string): void {
   const seen = new Set<T[K]>();
   items.forEach((item, i) => {
@@ -94,7 +89,7 @@ function flagRepeats<T, K extends keyof T & string>(ctx: z.RefinementCtx, list: 
 export type Merchant = z.output<typeof merchantSchema>;
 export type Endpoint = z.infer<typeof endpointSchema>;
 
-/** Off by the platform's operator (admin API, CLI): only the operator turns it on again. */
+/** Only the operator turns it on again. */
 export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
 }

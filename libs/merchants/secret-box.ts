@@ -2,16 +2,14 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:
 import { NamedError } from '../runtime/named-error.js';
 
 /**
- * Webhook secrets at rest: AES-256-GCM with SECRETS_KEY, as `v1:<key id>:<base64 of iv, ciphertext,
- * tag>`. The key id says which key sealed it, so that during a rotation SECRETS_KEY_PREVIOUS still
- * opens what it sealed. The associated data binds a value to its row: copied to another merchant's
- * row, it does not open.
+ * Webhook secrets at rest: AES-256-GCM, as `v1:<key id>:<base64 of iv, ciphertext, tag>`. The key id
+ * lets SECRETS_KEY_PREVIOUS open what it sealed; the associated data binds a value to its row.
  */
 export class SecretBox {
   private readonly keys = new Map<string, Buffer>();
   private readonly current: { id: string; key: Buffer };
 
-  /** `key` seals and opens; `previous` only opens. Each is 32 bytes. */
+  /** `previous` only opens. */
   constructor(key: Buffer, previous: readonly Buffer[] = []) {
     for (const k of [key, ...previous]) {
       if (k.length !== 32) throw new Error('a secrets key must be 32 bytes');
@@ -28,7 +26,7 @@ export class SecretBox {
     return `v1:${this.current.id}:${body.toString('base64')}`;
   }
 
-  /** `where`: the value's place (its row), which a value no key opens is reported with. */
+  /** `where`: the value's row, to report one no key opens. */
   open(sealed: string, boundTo: string, where?: string): string {
     const [version, id, data] = sealed.split(':');
     const key = id === undefined ? undefined : this.keys.get(id);
@@ -44,21 +42,16 @@ export class SecretBox {
     }
   }
 
-  /** Whether a key this box holds sealed `sealed` (checked without opening it). */
   holdsKeyOf(sealed: string): boolean {
     return this.keys.has(keyIdOf(sealed) ?? '');
   }
 
-  /** Whether `sealed` was sealed with the current key (a re-encryption skips it). */
   isCurrent(sealed: string): boolean {
     return sealed.startsWith(`v1:${this.current.id}:`);
   }
 }
 
-/**
- * A sealed value that no configured key opens: SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the
- * value was altered. `where` names its row, so that an operator can find it (never the value).
- */
+/** SECRETS_KEY changed without SECRETS_KEY_PREVIOUS, or the value was altered; `where` names its row. */
 export class SecretsKeyError extends NamedError {
   constructor(
     readonly keyId: string | undefined,
@@ -68,13 +61,12 @@ export class SecretsKeyError extends NamedError {
   }
 }
 
-/** The id of the key that sealed a value (`v1:<key id>:…`), or undefined when it is not one. */
 export function keyIdOf(sealed: string): string | undefined {
   const [version, id] = sealed.split(':', 2);
   return version === 'v1' ? id : undefined;
 }
 
-/** Eight characters of the key's SHA-256: names the key in a sealed value without revealing it. */
+/** Names the key in a sealed value without revealing it. */
 export function keyId(key: Buffer): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 8);
 }

@@ -2,10 +2,7 @@ import { z } from 'zod';
 import { InvalidSettingsError } from './errors.js';
 import { ENDPOINT_ID, maxPerSecondField, webhookEventsSchema } from './schema.js';
 
-/**
- * zod's messages name types ("expected string, received undefined"); these say what the field
- * needs in the words of the admin API's documentation.
- */
+/** zod's messages name types; these say what the field needs, as the admin API's documentation does. */
 const expecting =
   (what: string, allowed?: readonly string[]) =>
   (issue: { code?: string; input?: unknown; keys?: string[] }): string => {
@@ -17,13 +14,12 @@ const publicKeyField = z
   .string({ error: expecting('a string') })
   .min(8, 'must be at least 8 characters')
   .max(512, 'must be at most 512 characters');
-/** The longest webhook URL the admin API, the CLI and the portal take. */
 export const WEBHOOK_URL_MAX_LENGTH = 2048;
 const urlField = z.string({ error: expecting('a string') }).min(1, 'is required').max(WEBHOOK_URL_MAX_LENGTH, `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`);
 const booleanField = z.boolean({ error: 'must be true or false' });
 const descriptionField = z.string({ error: expecting('a string') }).max(500, 'must be at most 500 characters');
 
-/** A merchant's own settings. Strict: its endpoints are written through their own routes. */
+/** Strict: its endpoints are written through their own routes. */
 export const merchantInputSchema = z.strictObject(
   { publicKey: publicKeyField },
   { error: expecting('a JSON object', ['publicKey']) },
@@ -31,15 +27,13 @@ export const merchantInputSchema = z.strictObject(
 
 export type MerchantInput = z.infer<typeof merchantInputSchema>;
 
-/** PATCH: only the fields named change (JSON merge patch, RFC 7396). */
 export const merchantPatchSchema = merchantInputSchema.partial();
 
 export type MerchantPatch = z.infer<typeof merchantPatchSchema>;
 
-/** The fields an endpoint's input may name (the secret is the service's: rotate it). */
+/** The secret is the service's: rotate it. */
 const ENDPOINT_FIELDS = ['url', 'description', 'enabled', 'events', 'maxPerSecond', 'orderByReference'] as const;
 
-/** A new endpoint: on unless `enabled` says otherwise; every event unless `events` names some. */
 export const endpointInputSchema = z.strictObject(
   {
     url: urlField,
@@ -53,7 +47,7 @@ export const endpointInputSchema = z.strictObject(
 );
 export type EndpointInput = z.infer<typeof endpointInputSchema>;
 
-/** PATCH of one endpoint (JSON merge patch): `events`, `maxPerSecond`, `description` null go back to none. */
+/** JSON merge patch: null goes back to none. */
 export const endpointPatchSchema = z.strictObject(
   {
     url: urlField.optional(),
@@ -69,7 +63,7 @@ export type EndpointPatch = z.infer<typeof endpointPatchSchema>;
 
 export const endpointIdSchema = z.string().regex(ENDPOINT_ID, 'must be an endpoint id (ep_…)');
 
-/** How long, in seconds, a replaced webhook secret keeps signing: by default, and at most. */
+/** How long a replaced webhook secret keeps signing: by default, and at most. */
 export const GRACE_SECONDS = { default: 86_400, max: 30 * 86_400 };
 
 export const rotateInputSchema = z.strictObject(
@@ -84,7 +78,7 @@ export const rotateInputSchema = z.strictObject(
   { error: expecting('a JSON object', ['graceSeconds']) },
 );
 
-/** The first problem of a zod parse as field and message, for a 400 or a CLI error naming the field. */
+/** The first problem of a zod parse, naming its field. */
 export function firstIssue(error: z.ZodError): InvalidSettingsError {
   const issue = error.issues[0]!;
   // An array element's problem is the array's: "events: each event must be one of …".

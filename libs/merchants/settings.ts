@@ -10,16 +10,15 @@ import { type DisabledReason, disabledByOperator, type Endpoint, MAX_ENDPOINTS_P
 import { InvalidIdempotencyKeyError, InvalidSettingsError, MerchantNotFoundError, PublicKeyTakenError } from './errors.js';
 import { type MerchantInput, type MerchantPatch, WEBHOOK_URL_MAX_LENGTH } from './settings-input.js';
 
-/** An Idempotency-Key as Stripe takes it: 1 to 255 printable ASCII characters. */
+/** As Stripe takes it. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
-/** Where webhook URLs may point: https outside development, and the address guard's rules. */
 export interface UrlPolicy {
   allowHttp: boolean;
   allowPrivateTargets: boolean;
 }
 
-/** Checks an endpoint's URL on write; throws InvalidSettingsError naming url. */
+/** An endpoint's URL as stored; throws InvalidSettingsError naming url. */
 export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   if (!URL.canParse(text)) throw new InvalidSettingsError('url', 'must be an absolute URL');
   const url = new URL(text);
@@ -33,19 +32,16 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   if (isIP(host) && !policy.allowPrivateTargets && isBlockedAddress(host)) {
     throw new InvalidSettingsError('url', 'must not point to a loopback, private, link-local or reserved address');
   }
-  // The limit is of the URL as stored and sent: percent-encoding makes a character of the input up to 9 (€: %E2%82%AC).
+  // Of the URL as stored and sent: percent-encoding makes a character up to 9.
   const written = url.toString();
   if (written.length > WEBHOOK_URL_MAX_LENGTH) throw new InvalidSettingsError('url', `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters as it is sent (percent-encoded: ${written.length})`);
   return written;
 }
 
 /**
- * What names one resource whichever way it is written (RFC 3986 6.2.2, RFC 9110 4.2.3): a URL as
- * checkWebhookUrl returns it, with each percent-encoded unreserved character decoded (%78 is x) and
- * the other encodings' hex in upper case, and an empty query (a trailing `?`: it has no fragment)
- * dropped. RFC 3986 6.2.3 does not promise that last one, but servers route `/x?` as `/x`, which is
- * what matters here: two endpoints whose URLs differ only so would receive every webhook twice,
- * and a portal user could point a new one, on at once, at an operator's disabled one.
+ * What names one resource whichever way it is written (RFC 3986 6.2.2): percent-encoded unreserved
+ * characters decoded, other encodings in upper case, and a trailing `?` dropped (servers route `/x?`
+ * as `/x`): two endpoints differing only so would receive every webhook twice.
  */
 export function urlIdentity(url: string): string {
   return url.replace(/\?$/, '').replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
@@ -54,18 +50,18 @@ export function urlIdentity(url: string): string {
   });
 }
 
-/** A merchant as the admin API and the CLI show it: never a secret. */
+/** Never a secret. */
 export type MerchantView = ReturnType<typeof viewOf>;
 
 export function viewOf(merchant: Merchant, now: Date) {
   return { id: merchant.id, publicKey: merchant.publicKey, endpoints: merchant.endpoints.map((endpoint) => endpointViewOf(endpoint, now)) };
 }
 
-/** One endpoint as the admin API and the CLI show it (apps/api/schemas.ts): never a secret. */
+/** Never a secret (apps/api/schemas.ts). */
 export type EndpointView = ReturnType<typeof endpointViewOf>;
 
 export function endpointViewOf(endpoint: Endpoint, now: Date) {
-  // When each replaced secret in its grace stops signing, the latest first. Reads no secret, so that the API opens none.
+  // Reads no secret, so that the API opens none.
   const grace = (endpoint.previousSecrets ?? [])
     .filter(({ expiresAt }) => Date.parse(expiresAt) > now.getTime())
     .map(({ expiresAt }) => ({ expiresAt }))
@@ -97,14 +93,13 @@ export interface SettingsResult {
   created: boolean;
 }
 
-/** A result, whether it replays an earlier write's under the same Idempotency-Key, and the version after the write (its ETag). */
+/** A result, whether it replays an earlier write's, and the version after the write (its ETag). */
 export type Written<T> = T & { replayed: boolean; version: number };
 
 /**
- * A webhook's state across a write: turned off now, it says why (`manual`) and when; left off, it
- * keeps the reason it had; turned on, or pointed elsewhere, it starts over (no reason, no failing
- * clock). An operator's `enabled: false` (`disabling`) makes the disable the operator's, whatever
- * turned it off before, so that the portal may not undo it.
+ * A webhook's state across a write: turned off now, it says why and when; left off, it keeps its
+ * reason; turned on, or pointed elsewhere, it starts over. An operator's `enabled: false`
+ * (`disabling`) makes the disable the operator's, so that the portal may not undo it.
  */
 export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
@@ -121,7 +116,7 @@ export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date
   return base;
 }
 
-/** What a write did to a webhook that the platform hears of (operational events endpoint.<kind>). */
+/** What a write did to a webhook, for the platform (operational events endpoint.<kind>). */
 export interface EndpointTransition {
   kind: 'disabled' | 'enabled' | 'updated' | 'secret_rotated';
   merchantId: string;
@@ -129,14 +124,13 @@ export interface EndpointTransition {
   url: string;
   reason?: DisabledReason;
   failingSince?: string;
-  /** updated: what changed, and the URL before. */
   changed?: Array<'url' | 'events'>;
   previousUrl?: string;
   events?: string[] | null;
   at: string;
 }
 
-/** What a write did to each endpoint that existed before and after it (adding or deleting one announces nothing). */
+/** Of each endpoint that existed before and after the write (adding or deleting one announces nothing). */
 export function transitionsOf(before: Merchant | undefined, after: Merchant, now: Date): EndpointTransition[] {
   return after.endpoints.flatMap((webhook): EndpointTransition[] => {
     const was = before?.endpoints.find((each) => each.id === webhook.id);
@@ -155,30 +149,26 @@ export function transitionsOf(before: Merchant | undefined, after: Merchant, now
   });
 }
 
-/** How a write is guarded: an Idempotency-Key (a repeat gets the first answer), an If-Match version (412 when stale). */
 export interface WriteGuards {
   idempotencyKey?: string;
   ifVersion?: number | '*';
-  /** Who writes: the platform's operator (the default) or the merchant through the portal, who may not undo the operator. */
+  /** The operator (the default) or the merchant through the portal, who may not undo the operator. */
   by?: 'operator' | 'merchant';
-  /** Who and from where, for the audit trail (`admin:<sub>`, `portal:<session>`, `cli`). */
   actor?: Actor;
 }
 
-/** Merchant settings in PostgreSQL: the admin API, the portal and the CLI all write through here, under the same rules. */
+/** The admin API, the portal and the CLI all write merchant settings through here, under the same rules. */
 export class MerchantSettings {
   constructor(
     private readonly directory: PgMerchantDirectory,
     readonly policy: UrlPolicy,
-    /** The time views are shown at (which replaced secrets still sign): PostgreSQL's, as the directory keeps it. */
+    /** PostgreSQL's time, by which replaced secrets are judged. */
     readonly now: () => Date = () => directory.clock(),
-    /** Told of each transition of a write (not a replay) once it is committed: the programs publish it. */
+    /** Told of each transition of a write (not a replay) once it is committed. */
     private readonly announce?: (transition: EndpointTransition) => Promise<void>,
-    /** The most endpoints a merchant may have (MAX_ENDPOINTS_PER_MERCHANT, parsed by the program that writes). */
     readonly maxEndpoints: number = MAX_ENDPOINTS_PER_MERCHANT,
   ) {}
 
-  /** The merchant as this program holds it. */
   merchant(merchantId: string): Merchant | undefined {
     return this.directory.byId(merchantId);
   }
@@ -188,7 +178,7 @@ export class MerchantSettings {
     return merchant && viewOf(merchant, this.now());
   }
 
-  /** The merchant's version as this program holds it: the admin API's ETag. */
+  /** The admin API's ETag. */
   versionOf(merchantId: string): number | undefined {
     return this.directory.versionOf(merchantId);
   }
@@ -197,9 +187,8 @@ export class MerchantSettings {
     return this.directory.list().map((merchant) => viewOf(merchant, this.now()));
   }
 
-  /** Creates a merchant or replaces its own settings; its endpoints are written through EndpointSettings alone. */
+  /** Creates a merchant or replaces its own settings; its endpoints are written through EndpointSettings. */
   put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
-    // The platform's endpoint (OPERATIONAL_WEBHOOK_URL) is delivered under this id: no merchant takes it.
     if (merchantId === PLATFORM_MERCHANT_ID) return Promise.reject(new InvalidSettingsError('merchant id', `is reserved for the platform's operational webhook (${PLATFORM_MERCHANT_ID})`));
     return this.write<SettingsResult>('put', merchantId, input, guards, (current) => {
       this.checkPublicKey(merchantId, input.publicKey);
@@ -207,7 +196,6 @@ export class MerchantSettings {
     });
   }
 
-  /** Changes only what the patch names; the merchant must exist. */
   patch(merchantId: string, patch: MerchantPatch, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
     return this.write<SettingsResult>('patch', merchantId, patch, guards, (current) => {
       if (!current) throw new MerchantNotFoundError(merchantId);
@@ -223,10 +211,8 @@ export class MerchantSettings {
   }
 
   /**
-   * The one write path of merchant settings, under an Idempotency-Key and an If-Match version when
-   * given. `change` may be applied more than once (a transaction run again after a race); a secret
-   * or endpoint id it issues is the same each time. `now`, given to it, is PostgreSQL's time of the
-   * write: what it stamps (a grace's end) is judged by that clock, never by this host's.
+   * The one write path of merchant settings. `change` may be applied more than once (after a race);
+   * a secret or endpoint id it issues is the same each time. `now` is PostgreSQL's time of the write.
    */
   async write<T extends object>(
     operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
@@ -239,7 +225,6 @@ export class MerchantSettings {
     let issuedSecret: string | undefined;
     let issuedId: string | undefined;
     const issued = { secret: () => (issuedSecret ??= newWebhookSecret()), endpointId: () => (issuedId ??= newEndpointId()) };
-    // What the last application of the change started from: the write that was committed.
     let before: Merchant | undefined;
     const apply = (current: Merchant | undefined, now: Date) => {
       before = current;

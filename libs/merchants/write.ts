@@ -9,38 +9,36 @@ import { disabledByOperator, type Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/** If-Match named a version the merchant no longer has (or a merchant that does not exist). */
 export class VersionMismatchError extends NamedError {
   constructor(readonly merchantId: string, readonly current: number | undefined) {
     super(`merchant ${merchantId} is at version ${current ?? 'none'}, not the one If-Match names`);
   }
 }
 
-/** The Idempotency-Key was used, within its window, for a different request. */
 export class IdempotencyKeyReusedError extends NamedError {
   constructor() {
     super('this Idempotency-Key was used for a different request');
   }
 }
 
-/** How long an Idempotency-Key's result is answered again (Stripe's window). */
+/** Stripe's window. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 3_600_000;
 
 /** The new settings, or undefined to leave the merchant as it is; `now` is PostgreSQL's time of the write. */
 export type SettingsChange = (current: Merchant | undefined, now: Date) => Merchant | undefined;
 
-/** A write under an Idempotency-Key: `result` is computed after the change, and kept (sealed) with the key. */
-export interface IdempotentWrite {
+/** `result` is computed after the change, and kept (sealed) with the key. */
+interface IdempotentWrite {
   key: string;
   fingerprint: string;
   result: (next: Merchant, current: Merchant | undefined) => unknown;
 }
 
 export interface WriteOptions {
-  /** Compare-and-set: the write happens only at this version (0: the merchant must not exist; '*': it must, at any version). */
+  /** 0: the merchant must not exist; '*': it must, at any version. */
   ifVersion?: number | '*';
   idempotency?: IdempotentWrite;
-  /** Who writes, for the audit trail; the service itself (auto-disable) when absent. */
+  /** The service itself (auto-disable) when absent. */
   by?: Actor;
 }
 
@@ -49,29 +47,21 @@ export interface Written {
   version: number;
   created: boolean;
   changed: boolean;
-  /** The idempotent write's result: computed now, or the one recorded under its key (`replayed`). */
+  /** Computed now, or the one recorded under its key (`replayed`). */
   result?: unknown;
   replayed: boolean;
-  /** The endpoints whose failing clock the write cleared. */
   clockCleared?: string[];
   held?: Held;
 }
 
-/**
- * The merchant as a write left it, read or written under its row's lock, so current: what the
- * program that made the write holds after it, whatever the outcome (`row` with its secrets sealed,
- * for a program that opens none).
- */
+/** The merchant as a write left it, under its row's lock, so current, whatever the outcome (`row`: sealed). */
 export interface Held {
   merchant: Merchant;
   version: number;
   row: MerchantRow;
 }
 
-/**
- * A write refused for what it asked (no such merchant, a stale version, …): rolled back, and thrown
- * as it is, with the row it was refused on.
- */
+/** A write refused for what it asked: rolled back, and thrown as it is, with the row it was refused on. */
 export class Refusal extends Error {
   constructor(
     override readonly cause: unknown,
@@ -82,10 +72,9 @@ export class Refusal extends Error {
 }
 
 /**
- * One write, in the caller's transaction, on the merchant's locked row. The change sees the
- * merchant with its endpoints' failing clocks; one that drops a clock clears it in endpoint_health
- * (never in the row). A merchant created where a tombstone is goes on from the tombstone's
- * version, so that no program's cache takes the new row for an old one.
+ * One write, in the caller's transaction, on the merchant's locked row. The change sees the failing
+ * clocks; one that drops a clock clears it in endpoint_health. A merchant created where a tombstone
+ * is goes on from its version, so that no cache takes the new row for an old one.
  */
 export async function writeMerchant(
   tx: Queryable,
@@ -94,9 +83,7 @@ export async function writeMerchant(
   change: SettingsChange,
   { ifVersion, idempotency, by }: WriteOptions,
 ): Promise<Written> {
-  // The clocks read after the row is locked, in a statement of their own: read with it, they were of
-  // the statement's snapshot, taken before the wait for the lock, and missed a clock a success
-  // cleared meanwhile (a health write holds the row for share): a disable then followed a success.
+  // The clocks read after the row is locked, in a statement of their own: its snapshot is newer than the lock wait.
   const { rows } = await tx.query<MerchantRow & { now: Date }>(
     `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, now() AS now FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
     [merchantId],
@@ -105,16 +92,14 @@ export async function writeMerchant(
     `SELECT ${HEALTH_COLUMNS}, now() AS now FROM endpoint_health WHERE merchant_id = $1 AND failing_since IS NOT NULL`,
     [merchantId],
   );
-  // PostgreSQL's time: a change that judges the clocks (or stamps a grace) judges them by it, not
-  // by this host's. A merchant not there yet asks for it: its change may stamp one too.
+  // PostgreSQL's time, by which the change judges clocks and stamps a grace.
   const now = new Date((rows[0] ?? health[0])?.now ?? (await tx.query<{ now: Date }>('SELECT now() AS now')).rows[0]!.now);
   const row = rows[0];
   const clocks = health.map(healthOf).filter((clock): clock is Health => clock !== undefined);
   const current = row && withHealth(merchantOf(row, box), clocks);
   const version = row ? Number(row.version) : 0;
   const held = row && current && { merchant: current, version, row };
-  // Looked up only now that the row is ours: a repeat sent while the first call held it finds the
-  // key that call committed, instead of applying the change again and being refused for it.
+  // Looked up only now that the row is ours: a repeat sent while the first call held it finds its key.
   if (idempotency) {
     const kept = await tx.query<{ fingerprint: string; result: string; version: string | null }>(
       `SELECT fingerprint, result, version FROM merchant_idempotency WHERE key = $1 AND created_at > now() - $2::bigint * interval '1 millisecond'`,
@@ -123,7 +108,7 @@ export async function writeMerchant(
     if (kept.rows[0]) {
       if (kept.rows[0].fingerprint !== idempotency.fingerprint) throw new Refusal(new IdempotencyKeyReusedError(), held);
       const result = JSON.parse(box.open(kept.rows[0].result, idempotency.key)) as unknown;
-      // The first answer's version (0018) for its ETag; a key kept from before 0018, the merchant's now.
+      // The first answer's version for its ETag; a key kept without one, the merchant's now.
       const first = Number(kept.rows[0].version ?? version);
       return { merchant: current ?? ({ id: merchantId } as Merchant), version: first, created: false, changed: false, result, replayed: true, held };
     }
@@ -137,19 +122,16 @@ export async function writeMerchant(
   }
   if (next === undefined || isDeepStrictEqual(next, current)) {
     if (!current) throw new Error(`no settings for merchant ${merchantId}`);
-    // Its key is kept all the same: a repeat after another write must get this answer, not make the change then.
+    // Its key is kept all the same: a repeat after another write must get this answer.
     const result = idempotency?.result(current, current);
     if (idempotency) await keep(tx, box, idempotency, result, merchantId, version);
     return { merchant: current, version, created: false, changed: false, result, replayed: false, held };
   }
-  // A replaced secret whose grace has ended signs nothing: the write that stores the row drops it
-  // (production.md), not only the next rotation. Only a write that changes something: pruning alone writes nothing.
-  // Ended by PostgreSQL's clock, which stamped it: by a writer's 10 minutes ahead, a secret with 5 to run was dropped.
+  // A replaced secret whose grace has ended (by PostgreSQL's clock) is dropped by any write that changes something.
   next = withoutEndedGrace(next, now);
   const columns = columnsOf(next, box);
   const before = new Map((current?.endpoints ?? []).map((endpoint) => [endpoint.id, endpoint]));
   let written = version + 1;
-  // Each endpoint whose clock ran and no longer does (turned off or on, pointed elsewhere, deleted).
   const running = new Set(next.endpoints.filter((endpoint) => endpoint.failingSince).map((endpoint) => endpoint.id));
   const cleared = [...before.values()].filter((endpoint) => endpoint.failingSince && !running.has(endpoint.id)).map((endpoint) => endpoint.id);
   const clockCleared = cleared.length > 0 ? cleared : undefined;
@@ -163,15 +145,12 @@ export async function writeMerchant(
     const deleted = [...before.keys()].filter((id) => !next!.endpoints.some((e) => e.id === id));
     if (deleted.length > 0) await dropEndpointRates(tx, merchantId, deleted);
   } else {
-    // Kept, not deleted: it says when the merchant of before was deleted, by which the recorder leaves
-    // out that one's records read late (erasedMerchantSql). Locked: a delete's sweep waits for this write.
+    // Kept: it tells the deleted merchant's records from this one's. Locked: a delete's sweep waits for this write.
     const { rows: buried } = await tx.query<{ version: string }>('SELECT version FROM merchant_tombstones WHERE id_digest = $1 FOR UPDATE', [idDigest(merchantId)]);
     written = Number(buried[0]?.version ?? 0) + 1;
     await tx.query('INSERT INTO merchants (id, public_key, endpoints, secrets, version) VALUES ($1, $2, $3, $4, $5)', [merchantId, ...columns, written]);
   }
-  // The operator turning an endpoint off ends the merchant's portal sessions (docs/portal.md), here,
-  // with the write: a check at each request of what the endpoint is now missed one turned on again
-  // or deleted before the session's next request.
+  // The operator turning an endpoint off ends the merchant's portal sessions (docs/portal.md), with the write.
   if (next.endpoints.some((e) => before.has(e.id) && !disabledByOperator(before.get(e.id)) && disabledByOperator(e))) {
     await tx.query('DELETE FROM portal_sessions WHERE merchant_id = $1', [merchantId]);
   }
@@ -184,7 +163,7 @@ export async function writeMerchant(
   return { merchant: next, version: written, created: !row, changed: true, result, replayed: false, clockCleared, held: { merchant: next, version: written, row: stored } };
 }
 
-/** The answer under its key (sealed: it may show a secret), with the version it answered; keys past the window go. */
+/** The answer under its key (sealed: it may show a secret); keys past the window go. */
 async function keep(tx: Queryable, box: SecretBox, idempotency: IdempotentWrite, result: unknown, merchantId: string, version: number): Promise<void> {
   await tx.query('DELETE FROM merchant_idempotency WHERE created_at < now() - $1::bigint * interval \'1 millisecond\'', [IDEMPOTENCY_WINDOW_MS]);
   await tx.query('INSERT INTO merchant_idempotency (key, fingerprint, result, merchant_id, version) VALUES ($1, $2, $3, $4, $5)', [

@@ -3,31 +3,23 @@ import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
 import type { WaitKey } from '../waits/index.js';
 
 /**
- * Order per reference (migrations 0009, 0010, 0022): an ordered merchant's webhook has a row of
- * `webhook_order`, in its key's line, until it ends. Only a line's head goes to an attempt; the
- * others wait as 'ordered' waits with no pick time until the head ends. One round trip: webhook_order_step().
+ * Order per reference: an ordered webhook has a row of `webhook_order`, in its key's line per
+ * endpoint, until it ends. Only a line's head goes to an attempt; the others wait as 'ordered' waits
+ * with no pick time until the head ends.
  */
-
-/** An ordered webhook that ended (delivered, failed, skipped), keyed as its wait (a line per endpoint and key, 0013): its row goes, the next of its key is due. */
 export type OrderEnd = WaitKey;
 
-/** A new webhook of an ordered merchant at intake: its place, by key. */
 export type OrderPlace = OrderEnd & { key: string };
 
 /** What an intake behind an earlier webhook of its key waits with. */
 export interface OrderWait {
-  /** The headers its 'ordered' wait carries to its hand-back. */
   headers: ScalarHeaders;
-  /** Its bytes as received, stored once with the wait. */
   content: Buffer;
 }
 
 export type OrderAdmit = OrderPlace & Partial<OrderWait>;
 
-/**
- * `head`: attempt it now; `waiting`: its 'ordered' wait is written; `ended`: a copy of one already
- * ended; `behind` (stepped without its wait): behind an earlier one, nothing written yet.
- */
+/** `ended`: a copy of one already ended; `behind` (stepped without its wait): nothing written yet. */
 export type OrderState = 'head' | 'waiting' | 'ended' | 'behind';
 
 export function orderId(merchantId: string, endpointId: string, webhookId: string): string {
@@ -37,7 +29,7 @@ export function orderId(merchantId: string, endpointId: string, webhookId: strin
 /** How long an ended webhook's row is kept: a copy redelivered within it is known as done, not sent again. */
 export const ORDER_ENDED_KEEP_MS = 3_600_000;
 
-/** A line of order: a merchant's endpoint ('' for its first, on places taken before endpoints). */
+/** A merchant's endpoint ('' for its first, on places taken before endpoints). */
 export type OrderLine = Required<Omit<OrderEnd, 'webhookId'>>;
 
 const RELEASE = 'SELECT released_merchant, released_endpoint, released FROM webhook_order_release($1, $2, $3, $4)';
@@ -47,9 +39,8 @@ const STEP = 'SELECT admitted_merchant, admitted_endpoint, admitted, state FROM 
 export class OrderStore {
   constructor(private readonly db: Queryable) {}
 
-  /** Whether the webhook has a place in its endpoint's line (open, or ended within ORDER_ENDED_KEEP_MS), from an earlier admission. */
+  /** Open, or ended within ORDER_ENDED_KEEP_MS (as webhook_order_step has it). */
   async holds(place: OrderEnd): Promise<boolean> {
-    // A row ended longer ago counts as absent, as webhook_order_step (0022) has it, swept or not.
     const { rows } = await this.db.query<{ held: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM webhook_order WHERE merchant_id = $1 AND endpoint_id = $2 AND webhook_id = $3
          AND (ended_at IS NULL OR ended_at >= now() - $4::float8 * interval '1 millisecond')) AS held`,
@@ -58,7 +49,7 @@ export class OrderStore {
     return rows[0]?.held === true;
   }
 
-  /** The endpoints where the webhook holds an open place with no wait (by the partial index of open places), under its key or the one an older release gave it. */
+  /** Where the webhook holds an open place with no wait, under its key or the one an older release gave it. */
   async openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
     const { rows } = await this.db.query<{ endpoint_id: string }>(
       `SELECT o.endpoint_id FROM webhook_order o WHERE o.merchant_id = $1 AND o.order_key = ANY ($3::text[]) AND o.webhook_id = $2 AND o.ended_at IS NULL
@@ -69,9 +60,8 @@ export class OrderStore {
   }
 
   /**
-   * Releases up to `batch` open places older than `olderThanMs` (PostgreSQL's clock) with no wait of
-   * their own, of lines not in `keep` (those that order now, per the caller's directory) nor ordering
-   * per the merchants table: each deleted, the next of its line due (migrations 0026, 0027). Returns how many.
+   * Releases up to `batch` open places older than `olderThanMs` with no wait of their own, of lines
+   * not in `keep` nor ordering per the merchants table: the next of each line is due. Returns how many.
    */
   async release(keep: readonly OrderLine[], olderThanMs: number, batch: number): Promise<number> {
     const { rows } = await this.db.query(RELEASE, [keep.map((l) => l.merchantId), keep.map((l) => l.endpointId), olderThanMs, batch]);
@@ -92,9 +82,7 @@ export class OrderStore {
       ends.map((e) => e.webhookId),
       ORDER_ENDED_KEEP_MS,
     ]);
-    // Keyed by merchant and endpoint too: two merchants may publish one messageId, and a webhook has a place per endpoint.
-    const states = new Map<string, OrderState>();
-    for (const row of rows) states.set(orderId(row.admitted_merchant, row.admitted_endpoint, row.admitted), row.state);
-    return states;
+    // Two merchants may publish one messageId, and a webhook has a place per endpoint.
+    return new Map(rows.map((row) => [orderId(row.admitted_merchant, row.admitted_endpoint, row.admitted), row.state]));
   }
 }

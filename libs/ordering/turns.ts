@@ -1,11 +1,8 @@
 /**
- * A message's turn to ask for its places in order (OrderGate.admit), taken when its dispatcher
- * consumed it: its ask is queued after those of every message of its reference taken before it,
- * however long each walk took to come to its step. A walk that will not ask passes its turn, or
- * the later ones of its reference wait for ever.
+ * A message's turn to ask for its places, taken when consumed: its ask is queued after those of every
+ * earlier message of its reference. A walk that will not ask passes, or the later ones wait for ever.
  */
 export interface OrderTurn {
-  /** Every turn of its reference taken before it has passed. */
   readonly come: Promise<void>;
   /** Its ask is queued, or it will not ask. Twice is once. */
   pass(): void;
@@ -15,9 +12,8 @@ export interface OrderTurn {
 
 const FIRST: Promise<void> = Promise.resolve();
 
-/** The turns taken, per reference: each comes once the one taken before it passed. */
+/** Each turn comes once the one of its reference taken before it passed. */
 export class OrderTurns {
-  /** Per reference, its last turn's passing (which follows every earlier one's). */
   private readonly last = new Map<string, Promise<void>>();
 
   take(reference: string): OrderTurn {

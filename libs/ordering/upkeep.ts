@@ -4,26 +4,16 @@ import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
 import type { OrderLine, OrderStore } from './store.js';
 
-/** How often each dispatcher looks for places to release, and how many one statement releases. */
 export const ORDER_UPKEEP_EVERY_MS = 5_000;
 export const ORDER_UPKEEP_BATCH = 100;
 
-export interface OrderUpkeepOptions {
-  /**
-   * The bound: a place open this long with no wait of its own (PostgreSQL's clock, from its
-   * admission) whose endpoint no longer orders is released. A head's first attempt is in flight
-   * from its admission to its end with no wait (a retry, a busy endpoint, a throttle write one), so
-   * this must cover an attempt: the program gives the wait lease (WAIT_LEASE, at least twice
-   * DELIVERY_TIMEOUT_MS), the time the waits already allow a hand-back to come to its attempt.
-   */
+interface OrderUpkeepOptions {
+  /** A place open this long with no wait must have ended: it must cover an attempt (a head in flight has no wait). */
   olderThanMs: number;
   everyMs?: number;
 }
 
-/**
- * The lines that order now, as the directory has them: each enabled endpoint with orderByReference,
- * and '' for a merchant whose first endpoint is one (places taken before endpoints, as endpointFor reads them).
- */
+/** The lines that order now, as the directory has them ('' for a merchant whose first endpoint orders). */
 export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
   const lines: OrderLine[] = [];
   for (const merchant of merchants) {
@@ -37,16 +27,10 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
 }
 
 /**
- * Releases the places whose end will never come, in each dispatcher, from the rows: an open place
- * with no wait, older than the bound, of an endpoint that no longer orders (order off, disabled or
- * deleted, its merchant gone). Its copy ends it when it is given again, unless PostgreSQL does not
- * answer that copy's look-up within 2 s (the dispatcher then sends it, or skips it, and acks it
- * with its place open): the webhooks behind it, waiting with no due time, waited for ever. A
- * line that still orders is never touched: its old head may be back in `dispatch` behind a
- * backlog, and it keeps its place, as a killed dispatcher's does. `ordering` is this dispatcher's
- * directory, a cache: the statement keeps the lines the merchants table says order too (0027), so
- * a directory that has not heard of a change releases nothing that orders. Any number of dispatchers may
- * run it at once (each key under its advisory lock, not waited for).
+ * Releases the places whose end will never come: open, with no wait, older than the bound, of an
+ * endpoint that no longer orders (its copy's look-up may have timed out, and the webhooks behind it
+ * waited for ever). A line that still orders is never touched: its old head may be back behind a
+ * backlog. Any number of dispatchers may run it at once.
  */
 export class OrderUpkeep {
   readonly stats = { released: 0 };
@@ -70,7 +54,7 @@ export class OrderUpkeep {
     return this.loop.stop();
   }
 
-  /** One statement's release; after a full batch more may be waiting: the next goes at once. */
+  /** After a full batch more may be waiting: the next goes at once. */
   private async release(): Promise<number | undefined> {
     const released = await this.store.release(this.ordering(), this.options.olderThanMs, ORDER_UPKEEP_BATCH);
     this.stats.released += released;

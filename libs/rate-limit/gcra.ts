@@ -1,8 +1,7 @@
 import type { Queryable } from '../delivery-store/index.js';
 
-/** A limit as GCRA sees it: a key's bucket is one `tat` (theoretical arrival time) in `rate_limits`, on PostgreSQL's clock. */
-export interface GcraLimit {
-  /** One cell every `intervalMs` in the long run. */
+/** A key's bucket is one `tat` (theoretical arrival time) in `rate_limits`, on PostgreSQL's clock. */
+interface GcraLimit {
   intervalMs: number;
   /** How far `tat` may run ahead of now after a take: `burst × intervalMs` lets `burst` cells go at once. */
   burstMs: number;
@@ -16,12 +15,8 @@ export interface GcraLimit {
   behind?: { key: string; withinMs: number };
 }
 
-/**
- * Granted: the (first) cell conforms `inMs` from now (0: at once), each next one an interval later.
- * Refused: it would be granted `retryInMs` from now; `behind`: the other key's line refused it (it
- * would no longer in `retryInMs`).
- */
-export type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number; behind?: true };
+/** Granted: the first cell conforms `inMs` from now; `behind`: the other key's line refused it. */
+type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number; behind?: true };
 
 /** One statement: moves `tat` only when the cell fits, and reads the `tat` found, so a refusal says when to come back. */
 const TAKE = `
@@ -54,17 +49,17 @@ export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Pr
   return { ok: false, retryInMs: Math.max(retryInMs, Number(row.ahead_ms) - behind!.withinMs), behind: true };
 }
 
-/** A cell granted for what was then refused, given back: `key`'s tat moves one interval earlier (a tat behind now is a full bucket). */
+/** A cell granted for what was then refused, given back (a tat behind now is a full bucket). */
 export async function returnCell(db: Queryable, key: string, intervalMs: number): Promise<void> {
   await db.query("UPDATE rate_limits SET tat = tat - $2::float8 * interval '1 millisecond' WHERE key = $1", [key, intervalMs]);
 }
 
-/** The limit's rate changed: what `key` has granted ahead of now is `factor` times as far from now. */
+/** The limit's rate changed: what `key` granted ahead of now is `factor` times as far. */
 export async function stretchCells(db: Queryable, key: string, factor: number): Promise<void> {
   await db.query("UPDATE rate_limits SET tat = now() + (tat - now()) * $2::float8 WHERE key = $1 AND tat > now()", [key, factor]);
 }
 
-/** Keys whose bucket is full again hold nothing worth keeping: callers sweep now and then. */
+/** Keys whose bucket is full again hold nothing worth keeping. */
 export async function sweepCells(db: Queryable): Promise<void> {
   await db.query("DELETE FROM rate_limits WHERE tat < now() - interval '1 minute'");
 }

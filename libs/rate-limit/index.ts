@@ -1,1 +1,1 @@
-export { type GcraAnswer, type GcraLimit, returnCell, stretchCells, sweepCells, takeCell } from './gcra.js';
+export { returnCell, stretchCells, sweepCells, takeCell } from './gcra.js';

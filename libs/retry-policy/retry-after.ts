@@ -1,25 +1,19 @@
-/**
- * The three forms of an HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, rfc850-date, asctime-date), any
- * case. Only these are dates: Date.parse reads text that names a year ('Retry in 2099') as that
- * year, and such a Retry-After moved the retry to the schedule's last step.
- */
+/** The three forms of an HTTP-date (RFC 9110 §5.6.7), any case: Date.parse reads 'Retry in 2099' as a date. */
 const HTTP_DATE = [
   /^[a-z]{3}, \d{2} [a-z]{3} \d{4} \d{2}:\d{2}:\d{2} gmt$/i,
   /^[a-z]{6,9}, \d{2}-[a-z]{3}-\d{2} \d{2}:\d{2}:\d{2} gmt$/i,
   /^[a-z]{3} [a-z]{3} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/i,
 ];
 
-/** An HTTP-date as epoch ms, NaN when it is none (asctime-date carries no zone: it is GMT). */
+/** NaN when it is none (asctime-date carries no zone: it is GMT). */
 function httpDate(text: string): number {
   if (!HTTP_DATE.some((form) => form.test(text))) return Number.NaN;
   return Date.parse(HTTP_DATE[2]!.test(text) ? `${text} GMT` : text);
 }
 
 /**
- * Retry-After as milliseconds from now: delay-seconds or an HTTP date; undefined when absent or
- * unreadable. An HTTP date is on the server's clock, so it counts from the response's own `date`
- * (RFC 9110 §10.2.3): read against `now`, this host's clock, a server minutes behind asked for no
- * wait at all and one minutes ahead for the schedule's last step. Without a readable `date`, `now`.
+ * Retry-After as milliseconds from now; undefined when absent or unreadable. An HTTP date is on the
+ * server's clock, so it counts from the response's own `date` (RFC 9110 §10.2.3), else from `now`.
  */
 export function retryAfterMs(value: string | undefined, now: Date, date?: string): number | undefined {
   if (!value) return undefined;

@@ -1,46 +1,28 @@
 import type { Queryable } from '../delivery-store/index.js';
 
-/**
- * An endpoint's circuit is its row of wait_circuits: what it is, how its opening and closing are
- * announced, and the statements that probe it and unpark its waits once it closes (WaitStore).
- */
-
-/** The channel on which a circuit's row opening or closing is announced (on commit): each dispatcher's breaker follows it. */
+/** An endpoint's circuit is its row of wait_circuits; its opening and closing are announced (on commit) here. */
 export const CIRCUIT_CHANNEL = 'wait_circuits';
 
-/** An endpoint's circuit row (wait_circuits): one per merchant's endpoint whose circuit is open. */
 export interface CircuitKey {
   merchantId: string;
   endpointId: string;
 }
 
-/**
- * What a circuit's row says, as announced on CIRCUIT_CHANNEL (on commit) or read by openCircuits():
- * open, its probe in `probeInMs` after a cooldown of `cooldownMs`; or closed, `answered` when its
- * endpoint answered (not when it had no wait left to probe with, or can no longer be sent to).
- */
+/** A circuit's row as announced or read by openCircuits(); `answered`: closed because its endpoint answered. */
 export type CircuitState = CircuitKey & ({ open: true; cooldownMs?: number; probeInMs: number } | { open: false; answered: boolean });
 
-/** A handed wait's bytes: its own endpoint's row, or the webhook's row from before endpoints ('' ). */
+/** A handed wait's bytes. */
 export const CONTENT = `(SELECT b.content FROM webhook_bodies b WHERE b.merchant_id = w.merchant_id AND b.webhook_id = w.webhook_id AND b.endpoint_id = w.endpoint_id)`;
 
-/**
- * A wait's next hand (a pick, probe, rewrite or take-over): drawn from one sequence for every row
- * (0033), never counted on from the row's own, so a hand-back of a row that ended matches no hand
- * of a later row of its key (a resend that waits again): counted from the start, it was taken.
- */
+/** A wait's next hand, from one sequence for every row: a hand-back of an ended row matches no later row of its key. */
 export const NEW_HAND = `nextval('webhook_wait_hands')`;
 
-/** A key's columns, a circuit's or a wait's (no webhook for a circuit), and each one's field of the key ('' when absent). */
+/** A key's columns, a circuit's or a wait's, and each one's field of the key ('' when absent). */
 const KEY_COLUMNS = { circuit: ['merchant_id', 'endpoint_id'], wait: ['merchant_id', 'webhook_id', 'endpoint_id'] } as const;
 export type Key = { merchantId: string; webhookId?: string; endpointId?: string };
 const FIELDS = { merchant_id: (k: Key) => k.merchantId, webhook_id: (k: Key) => k.webhookId ?? '', endpoint_id: (k: Key) => k.endpointId ?? '' };
 
-/**
- * Of the rows, only those keyed in the arrays from $n (all when NULL), never those keyed in the
- * arrays after them: a pick, probe or unpark PostgreSQL refused is made again apart (WaitScheduler),
- * without the rows it refuses alone.
- */
+/** Only the rows keyed in the arrays from $n (all when NULL), never those keyed in the arrays after them. */
 export function among(n: number, of: keyof typeof KEY_COLUMNS): string {
   const columns = KEY_COLUMNS[of];
   const arrays = (from: number) => columns.map((_, i) => `$${from + i}::text[]`).join(', ');
@@ -48,7 +30,7 @@ export function among(n: number, of: keyof typeof KEY_COLUMNS): string {
     AND (${columns.join(', ')}) NOT IN (SELECT * FROM unnest(${arrays(n + columns.length)}))`;
 }
 
-/** Which rows a pick, probe or unpark may take (among's parameters: amongParams): only those (all when absent), never those without. */
+/** Which rows a pick, probe or unpark may take (among's parameters: amongParams). */
 export interface Among<K extends Key> {
   only?: readonly K[];
   without?: readonly K[];
@@ -60,10 +42,9 @@ export function amongParams(of: keyof typeof KEY_COLUMNS, { only, without = [] }
 }
 
 /**
- * The probes: for each circuit whose probe time has come, its endpoint's oldest parked wait is
- * handed back with a lease, marked the probe (sent through every breaker, which never probes on its
- * own), and the next probe is a lease away (the outcome moves it: a failure by the doubled
- * cooldown). A circuit with no parked wait left is returned with no webhook, to be closed.
+ * For each circuit whose probe time has come, its oldest parked wait handed back with a lease, as the
+ * probe (breakers never probe on their own); the next probe is a lease away, unless its outcome moves
+ * it. A circuit with no parked wait left is returned with no webhook, to be closed.
  */
 export const PROBE = `
 WITH due AS (
@@ -85,22 +66,17 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
   WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
 
 /**
- * A closing circuit's parked waits made due again, up to $1 of them (the oldest due first), a
- * postponed one ('circuit-open') at once: its delay only had to outlast the cooldown (the first step
- * of the schedule past it: 5 minutes for 30 s), and the close is what it waited for. Paced, so that
- * a dead endpoint's million, due hours ago, do not all go before another merchant's wait due now
- * (the pick takes the oldest pick time first): each is picked at its due time or now, whichever is
- * later, and a batch only fills the room its last one left: those of it still due and unpicked,
- * found by the pick's index at the row's probe_at (a closing row probes nothing: it holds the last
- * batch's pick time). One the pick refuses holds back its own place, not the rest. The row goes
- * once none is left. Rows another statement holds are left for the next round (so is the row while
- * one of them is still parked). Nothing parks a wait behind a closing row, and reopening it waits
- * for this statement: what this one saw parked is all there is.
+ * A closing circuit's parked waits made due again, up to $1 (oldest due first); a postponed one
+ * ('circuit-open') at once: the close is what it waited for. Paced, so a dead endpoint's million do
+ * not all go before another merchant's wait due now: a batch only fills the room its last one left
+ * (those still unpicked at the row's probe_at, which a closing row holds as the last batch's pick
+ * time). The row goes once none is left. Nothing parks behind a closing row, and reopening it waits
+ * for this statement: what it saw parked is all there is.
  */
 export const UNPARK = `
 WITH c AS (
   SELECT x.merchant_id, x.endpoint_id, $1 - d.unpicked AS room FROM wait_circuits x CROSS JOIN LATERAL (
-    -- A filter, not a condition of the scan: the merchant's index (a dead one's million rows) is not read.
+    -- A filter, not a condition of the scan: a dead merchant's million rows are not read.
     SELECT count(*) FILTER (WHERE w.merchant_id = x.merchant_id AND w.endpoint_id = x.endpoint_id) AS unpicked FROM webhook_waits w
     WHERE w.pick_at = x.probe_at AND w.pick_at <= now()
   ) d
@@ -139,10 +115,7 @@ export function circuitOfPayload(payload: string): CircuitState | undefined {
   }
 }
 
-/**
- * closeCircuits' statement, in the caller's transaction: one row per circuit, whatever its parked
- * waits, each close announced on commit, `answered` or not (the endpoint answered).
- */
+/** Marks the circuits closing, in the caller's transaction, each close announced on commit. */
 export async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], answered: (circuit: CircuitKey) => boolean): Promise<void> {
   await tx.query(
     `UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e AND NOT c.closing

@@ -2,10 +2,8 @@ import type { Database, Queryable } from '../delivery-store/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 
 /**
- * `work` in one transaction that reads its id first (pg_current_xact_id). When it fails otherwise
- * than by a refusal of a row once its id is known, `unsure` is told the id: it may have committed
- * with its answer lost (PostgreSQL crashed just after, the connection dropped), which pg_xact_status
- * or the rows' xmin tell later. A refused row committed nothing.
+ * `work` in one transaction that reads its id first. When it fails otherwise than by a refused row,
+ * `unsure` is told the id: it may have committed with its answer lost, which pg_xact_status tells later.
  */
 export async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction'>, work: (tx: Queryable) => Promise<T>, unsure: (xid: string) => void): Promise<T> {
   let xid: string | undefined;
@@ -20,10 +18,7 @@ export async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction
   }
 }
 
-/**
- * Of these transactions' ids (inIdentifiedTransaction's), those that committed (pg_xact_status);
- * throws while one is still in progress (a backend that has not yet seen its client go).
- */
+/** Those of these transactions that committed; throws while one is still in progress (its backend not yet aware). */
 export async function committedOf(db: Pick<Database, 'query'>, xids: readonly string[]): Promise<Set<string>> {
   const { rows } = await db.query<{ xid: string; status: string | null }>('SELECT x AS xid, pg_xact_status(x::xid8) AS status FROM unnest($1::text[]) AS x', [xids]);
   if (rows.some((row) => row.status === 'in progress')) throw new Error('an earlier try of this batch of waits is still in progress; tried again');

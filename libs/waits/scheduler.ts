@@ -15,14 +15,10 @@ export const WAIT_PICK_BATCH = 500;
 export const WAIT_MAX_READY = 10_000;
 /** Picked batches whose publishes may await their confirms at once. */
 export const WAIT_BATCHES_CONFIRMING = 4;
-/**
- * A closed circuit's parked waits made due again per statement (a tenth of a second's work on a
- * loaded machine), and at most due at once: its next ones wait for the picks to hand these back.
- */
+/** A closed circuit's parked waits made due per statement, and at most due at once. */
 export const WAIT_UNPARK_BATCH = 500;
 
 export interface WaitSchedulerOptions {
-  /** The queue due waits are put back on. */
   dispatch: string;
   /** How long a hand-back may take to come to its attempt before the row hands it on again. */
   leaseMs: number;
@@ -36,20 +32,14 @@ export interface WaitSchedulerOptions {
 const PUBLISH_DEADLINE_MS = 5_000;
 
 /**
- * A loop in each dispatcher that picks due waits (SKIP LOCKED, shared by any number) and publishes
- * each to `dispatch` with its hand; of an open circuit, only the probe; of a closed one, makes the
- * parked waits due again. A hand-back not confirmed
- * is due again at once, one lost later when its lease ends. Nothing goes while `dispatch` holds
- * more than `maxReady` ready messages: a backlog waits in rows, not in the broker.
+ * A loop in each dispatcher that picks due waits (SKIP LOCKED) and publishes each to `dispatch` with
+ * its hand; of an open circuit, only the probe. A hand-back not confirmed is due again at once, one
+ * lost later when its lease ends. Nothing goes while `dispatch` holds more than `maxReady` ready
+ * messages: a backlog waits in rows, not in the broker.
  */
 export class WaitScheduler {
-  /**
-   * Hand-backs confirmed, not confirmed, due waits parked behind an open circuit instead of handed
-   * back, and waits or circuits set aside: their pick, probe or unpark refused by PostgreSQL.
-   */
   readonly stats = { handed: 0, unconfirmed: 0, parked: 0, setAside: 0 };
   private readonly setAside = new SetAsideWaits();
-  /** Circuits whose probe or unpark PostgreSQL refused (one of their parked waits), left out of both a minute. */
   private readonly circuitsAside = new SetAsideWaits<CircuitKey>();
   private readonly loop = new Periodic(() => this.round(), () => this.options.pollMs ?? 200, {
     failed: (err) => {
@@ -62,7 +52,6 @@ export class WaitScheduler {
   /** Batches published and not yet all confirmed, and the hand-backs in them. */
   private readonly confirming = new Set<Promise<void>>();
   private unconfirmed = 0;
-  /** The rounds of unparkClosed() under way, beside the picks. */
   private unparking?: Promise<void>;
 
   constructor(
@@ -84,23 +73,20 @@ export class WaitScheduler {
     this.channel = undefined;
   }
 
-  /** A tick; returns the wait before the next. */
   private async round(): Promise<number> {
     const started = Date.now();
     const handed = await this.tick();
     if (this.confirming.size >= WAIT_BATCHES_CONFIRMING) await Promise.race(this.confirming);
     // A full batch: more are due, go again at once, while its confirms are still coming.
     if (handed >= (this.options.batch ?? WAIT_PICK_BATCH)) return 0;
-    // A period, not a gap: a pick that took 150 ms of a loaded machine is followed by 50 ms of sleep, not 200.
+    // A period, not a gap.
     return Math.max(0, (this.options.pollMs ?? 200) - (Date.now() - started));
   }
 
   /**
-   * One pick, its publishes sent; returns the waits picked. The next pick goes on while their
-   * confirms come (a quorum fsync takes longer), up to WAIT_BATCHES_CONFIRMING batches at once;
-   * hand-backs not yet confirmed count as ready. The probes go out before PostgreSQL is asked
-   * anything more: a close or a pick that fails then (a statement timeout, a restart) left them
-   * handed and unsent until their lease ended.
+   * One pick, its publishes sent; returns the waits picked. Hand-backs not yet confirmed count as
+   * ready. The probes go out before PostgreSQL is asked anything more: a close or pick failing then
+   * left them unsent until their lease ended.
    */
   private async tick(): Promise<number> {
     if (!this.broker.isConnected) return 0;
@@ -110,16 +96,12 @@ export class WaitScheduler {
     this.send(probes.handed);
     if (probes.idle.length > 0) await this.store.closeCircuits(probes.idle);
     const picked = await this.pick(room - probes.handed.length);
-    // PostgreSQL answers: closed circuits' parked waits are made due again meanwhile.
     this.unpark();
     // Rows parked behind an open circuit count as picked: more may be due behind them.
     return probes.handed.length + picked;
   }
 
-  /**
-   * The probes due, made apart circuit by circuit when PostgreSQL refuses one parked row (dueApart):
-   * one row it refuses failed every tick, and held back every open circuit's probe.
-   */
+  /** The probes due, made apart when PostgreSQL refuses one parked row: it held back every circuit's probe. */
   private async probe(room: number): Promise<Awaited<ReturnType<WaitStore['probe']>>> {
     const probes: Awaited<ReturnType<WaitStore['probe']>> = { handed: [], idle: [] };
     await this.dueApart(
@@ -132,10 +114,7 @@ export class WaitScheduler {
     return probes;
   }
 
-  /**
-   * One pick, its hand-backs sent; returns the waits picked or parked. Made apart when PostgreSQL
-   * refuses one row (dueApart): one row it refuses failed every pick, and every due wait stayed in its row.
-   */
+  /** One pick, its hand-backs sent; returns the waits picked or parked. Made apart when PostgreSQL refuses one row. */
   private async pick(limit: number): Promise<number> {
     let picked = 0;
     await this.dueApart(
@@ -154,9 +133,8 @@ export class WaitScheduler {
 
   /**
    * One statement over what is due, never the keys `aside` holds. One PostgreSQL refuses for one row
-   * (a trigger, a constraint: isDataRefusal) is made again apart over the keys `due` lists, each part
-   * `only` those (writeApart), and each key refused alone set aside for a minute, with `message`. Each result is `took`
-   * as its statement ends. Any other error (PostgreSQL down, a timeout) fails the tick, tried again as before.
+   * is made again apart over the keys `due` lists (writeApart), each key refused alone set aside.
+   * Any other error fails the tick.
    */
   private async dueApart<K extends WaitKey | CircuitKey, R>(
     aside: SetAsideWaits<K>,
@@ -192,11 +170,7 @@ export class WaitScheduler {
     this.confirming.add(confirmed);
   }
 
-  /**
-   * The parked waits of closed circuits made due again, WAIT_UNPARK_BATCH a statement, beside the
-   * picks (which hand them back as they fall due), until a round makes none due: none is left, or
-   * each circuit's last batch is still to be handed back (UNPARK); then the next tick looks again.
-   */
+  /** Closed circuits' parked waits made due again beside the picks, until a round makes none due. */
   private unpark(): void {
     this.unparking ??= (async () => {
       while (this.loop.running && (await this.unparkRound()));
@@ -205,11 +179,7 @@ export class WaitScheduler {
       .finally(() => (this.unparking = undefined));
   }
 
-  /**
-   * One round: one closing circuit, not set aside. One PostgreSQL refuses (a parked wait it will not
-   * make due) is found by unparking the closing circuits apart (dueApart), and set aside: taken first
-   * each round (no order), it held back every other closing circuit's waits.
-   */
+  /** One closing circuit; one PostgreSQL refuses is found apart and set aside, or it held back the others. */
   private async unparkRound(): Promise<boolean> {
     let more = false;
     await this.dueApart(
@@ -251,10 +221,7 @@ export class WaitScheduler {
   }
 }
 
-/**
- * What a hand-back carries: the wait's headers, and its key (merchant, endpoint; the webhook is the
- * messageId) and hand from the row, so one that cannot pass intake can still end its wait with its park.
- */
+/** The wait's headers, and its key and hand from the row: one that cannot pass intake can still end its wait. */
 function handBackHeaders(wait: HandedWait): ScalarHeaders {
   return {
     ...wait.headers,

@@ -2,17 +2,14 @@ import { BoundedMap } from '../runtime/bounded-map.js';
 import type { Key as SetAsideKey } from './circuits.js';
 import type { WaitKey } from './store.js';
 
-/** How long a wait whose pick PostgreSQL refused is left out of this dispatcher's picks before it is tried again. */
 export const WAIT_SET_ASIDE_MS = 60_000;
-/** The waits set aside at most; past it the oldest is tried again sooner (its refusal costs a split pick). */
+/** Past it the oldest is tried again sooner (its refusal costs a split pick). */
 export const MAX_SET_ASIDE = 1_000;
 
 /**
- * The waits whose pick PostgreSQL refused alone (a trigger, a constraint): left in their rows,
- * bytes and all, and out of this dispatcher's picks for WAIT_SET_ASIDE_MS, then tried again (a
- * mended rule lets them go on). Not a copy of the wait: the row decides; this only spares each pick
- * the split that would find the same refusal again. Likewise circuits (no webhook) whose probe or
- * unpark PostgreSQL refused for one of their parked waits.
+ * The waits (or circuits) whose pick, probe or unpark PostgreSQL refused alone, left out of this
+ * dispatcher's for WAIT_SET_ASIDE_MS: the row decides; this only spares each pick the split that
+ * would find the same refusal again.
  */
 export class SetAsideWaits<K extends SetAsideKey = WaitKey> {
   private readonly until = new BoundedMap<string, { key: K; until: number }>(MAX_SET_ASIDE);

@@ -3,88 +3,69 @@ import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import { committedOf, inIdentifiedTransaction } from './identified-transaction.js';
 import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, NEW_HAND, PROBE, UNPARK } from './circuits.js';
 
-export { CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, circuitOfPayload } from './circuits.js';
-
 /**
- * A webhook waiting for its next attempt is one row of `webhook_waits`, the only copy that decides
- * (its bytes: a row of `webhook_bodies`). `hand` is new each time the row is handed back or
- * rewritten, drawn from one sequence for every row (NEW_HAND): a hand-back carries it (x-wait-hand),
- * and only that hand may take, rewrite or end the wait, so a stale copy changes nothing, even one of
- * an earlier row of its key. Due times are PostgreSQL's clock, never a dispatcher's.
+ * A waiting webhook is one row of `webhook_waits` (its bytes: `webhook_bodies`), the only copy that
+ * decides. `hand` is new each time the row is handed back or rewritten, and only that hand may take,
+ * rewrite or end the wait, so a stale copy changes nothing. Due times are PostgreSQL's clock.
  */
 
 /**
- * Takes of a wait's hand-backs (each come to its attempt) with no outcome that rewrote or ended it,
- * after which the next is parked in `invalid` (wait-not-ended) and its row left out of the pick: a
- * hand-back is a new message each time, which dispatch's delivery limit never counts.
+ * Takes of a hand-back with no outcome after which the next is parked (wait-not-ended): a hand-back
+ * is a new message each time, which dispatch's delivery limit never counts.
  */
 export const WAIT_TAKE_LIMIT = 10;
 
-/** Whether the row `w` (an alias, or the table's name) was taken past WAIT_TAKE_LIMIT: out of the pick, its copy parked as wait-not-ended. */
+/** Whether row `w` was taken past WAIT_TAKE_LIMIT: out of the pick, its copy parked. */
 const spent = (w: string): string => `(${w}.pick_at IS NULL AND ${w}.takes > ${WAIT_TAKE_LIMIT})`;
 
-/** Why a webhook waits, as a dispatcher writes it (WaitStore.write). */
+/** Why a webhook waits, as a dispatcher writes it. */
 export type WaitPutReason = 'retry' | 'endpoint-busy' | 'circuit-open' | 'throttled';
 
-/**
- * Why a webhook waits, as the row and `webhooks waits list` say it: also 'ordered', behind an
- * earlier webhook of its reference, which only webhook_order_step (SQL) writes, with no pick time.
- */
+/** Also 'ordered': behind an earlier webhook of its reference (written by webhook_order_step, with no pick time). */
 export type WaitReason = WaitPutReason | 'ordered';
 
 export interface WaitKey {
   merchantId: string;
   webhookId: string;
-  /** The endpoint (ep_…) whose delivery waits, each on its own row; absent: '' (written before fan-out). */
+  /** Absent: '' (written before fan-out). */
   endpointId?: string;
 }
 
-/** A wait to write: a new one (hand 0: a first attempt, with its bytes), or the next one of a hand-back. */
+/** A new wait (hand 0: a first attempt, with its bytes), or the next one of a hand-back. */
 export interface WaitPut extends WaitKey {
-  /** The hand-back this wait follows (x-wait-hand), or 0 for a message that was never a wait. */
+  /** The hand-back this wait follows (x-wait-hand), or 0. */
   hand: number;
   /** Real attempts made so far. */
   attempt: number;
   delayMs: number;
   reason: WaitPutReason;
-  /** What the next attempt's message carries (attempts, deferrals, last error…). */
   headers: ScalarHeaders;
-  /** The message's bytes as received; only for hand 0. */
+  /** Only for hand 0. */
   content?: Buffer;
-  /** Time left until the webhook's schedule is over (may be ≤ 0): a parked wait is handed back then, to fail. */
+  /** Until the webhook's schedule is over (may be ≤ 0): a parked wait is handed back then, to fail. */
   spanLeftMs: number;
-  /**
-   * The attempt's failure opens its endpoint's circuit for this long (or a probe's failure, for its
-   * doubled cooldown): its row is written (opened again if closing) with that probe time and
-   * cooldown, announced, and this wait parked. Only an attempt's failure, with its wait, opens a
-   * circuit (one whose webhook fails for good opens none: the next that waits does).
-   */
+  /** The attempt's failure opens its endpoint's circuit for this long, this wait parked. */
   circuitMs?: number;
   /**
-   * The failed attempt was the circuit's probe: its `circuitMs` moves an open row's probe time. Any
-   * other failure opens a row only where none is open (absent or closing): the row's probe time is
-   * decided once, by the failure that opened it. Those in flight before the breakers heard of it
-   * each wrote it again, pushing its probe later and announcing it again (10-25 writes a burst).
+   * The failed attempt was the probe: its `circuitMs` moves an open row's probe time. Other failures
+   * open a row only where none is open, or those in flight each pushed the probe later.
    */
   probe?: boolean;
-  /** The attempt was answered (a 4xx): its endpoint's circuit closes, as for a WaitEnd's, this wait made due with the parked ones. */
+  /** Answered (a 4xx): its endpoint's circuit closes, this wait made due with the parked ones. */
   closesCircuit?: boolean;
 }
 
-/** The attempt of hand-back `hand` ended (delivered, failed, skipped): the wait goes. */
+/** The attempt of hand-back `hand` ended: the wait goes. */
 export interface WaitEnd extends WaitKey {
-  /** 0: a copy moved back from `invalid` ended, and with it its key's wait only if spent (its copy was that one). */
+  /** 0: a copy moved back from `invalid` ended, ending its key's wait only if spent. */
   hand: number;
-  /** Its endpoint's circuit closes (its parked waits are due again): the endpoint answered, or can no longer be sent to. */
+  /** The endpoint answered, or can no longer be sent to: its circuit closes. */
   closesCircuit?: boolean;
-  /**
-   * It closes because the endpoint can no longer be sent to (turned off), not because it answered:
-   * announced so (its breakers' failures in a row are kept: the next opens it again).
-   */
+  /** Closed because the endpoint was turned off, not answered: its breakers keep their failures in a row. */
   unanswered?: boolean;
 }
 
-/** One hand of one wait, as a string: what WaitStore.take() returns for each hand-back taken. */
+/** One hand of one wait, as a string: what WaitStore.take() keys its answer by. */
 export function takeKey(take: WaitEnd): string {
   return `${take.merchantId}\u001f${take.webhookId}\u001f${take.endpointId ?? ''}\u001f${take.hand}`;
 }
@@ -94,9 +75,9 @@ export interface HandedWait extends WaitKey {
   hand: number;
   headers: ScalarHeaders;
   content: Buffer;
-  /** The end of the pick's lease, as PostgreSQL wrote it (text, to the microsecond): what `unhand` expects to find. */
+  /** The lease's end as PostgreSQL wrote it (text, to the microsecond): what `unhand` expects to find. */
   leaseEnd: string;
-  /** Its endpoint's circuit's probe (WaitStore.probe): sent through the open circuit. */
+  /** Its circuit's probe: sent through the open circuit. */
   probe?: boolean;
 }
 
@@ -109,34 +90,28 @@ export interface WaitRow {
   due_at: Date;
   hand: number;
   handed_until: Date | null;
-  /** Behind its endpoint's open circuit (wait_circuits): handed back once it closes, or to fail when its span ends. */
   parked: boolean;
-  /** Taken past WAIT_TAKE_LIMIT: out of the pick for good, its copy parked in `invalid` (wait-not-ended) until moved back. */
   spent: boolean;
 }
 
 /**
- * One batch of writes in one statement: new waits (a redelivered first attempt finds its own row
- * and leaves it; a copy moved back from `invalid` takes its spent row over, a new hand), next
- * waits of hand-backs (only where the hand still matches), ended waits with their bytes (a
- * moved-back copy's end, hand 0, only a spent row). A wait with `circuitMs` writes its endpoint's
- * circuit row (open again if it was closing; an open one only for its probe) and announces it; a wait whose endpoint has an open one is written parked (a
- * postponement writes none: postponed by a breaker that had not yet heard of its row's close, it
- * waits its delay, unparked). Circuit rows are read FOR SHARE, so a close (closeCircuits) waits
- * for this statement, and the unpark after it sees what it parked. Returns the open circuits that
- * ends (or answered puts) close.
+ * One batch of writes in one statement. A redelivered first attempt leaves its row; a copy moved back
+ * from `invalid` takes its spent row over; a next wait is written only where its hand still matches.
+ * A wait with `circuitMs` opens its circuit row; one behind an open row is written parked (not a
+ * postponement: its breaker had not heard of the close). Circuit rows are read FOR SHARE, so a close
+ * waits for this statement and the unpark sees what it parked. Returns the open circuits to close.
  */
 const WRITE = `
 WITH puts AS (
   SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[], $18::boolean[])
     AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms, probe)
-  -- Not for a merchant deleted meanwhile (this dispatcher had not heard of it yet): its waits and bytes stay deleted.
+  -- Not for a merchant deleted meanwhile: its waits and bytes stay deleted.
   WHERE NOT ${erasedMerchantSql('p.merchant_id')}
 ), opened AS (
   INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, cooldown_ms)
   SELECT merchant_id, endpoint_id, now() + max(circuit_ms) * interval '1 millisecond', max(circuit_ms) FROM puts WHERE circuit_ms IS NOT NULL GROUP BY merchant_id, endpoint_id
   ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET probe_at = excluded.probe_at, cooldown_ms = excluded.cooldown_ms, closing = false
-  -- An open row is moved only by its probe's failure (the row as locked, whoever committed it).
+  -- An open row is moved only by its probe's failure.
   WHERE wait_circuits.closing OR (excluded.merchant_id, excluded.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM puts WHERE circuit_ms IS NOT NULL AND probe)
   RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', merchant_id, 'e', endpoint_id, 'open', true, 'cooldown', cooldown_ms, 'probe', cooldown_ms)::text)
 ), open AS (
@@ -146,7 +121,7 @@ WITH puts AS (
     (p.circuit_ms IS NOT NULL OR (p.merchant_id, p.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS parked
   FROM puts p
 ), placed AS (
-  -- Parked: out of the pick until its span ends (or its circuit closes), when it is handed back to fail.
+  -- Parked: out of the pick until its span ends (or its circuit closes).
   SELECT *, CASE WHEN parked THEN GREATEST(due_at, span_ends_at) ELSE due_at END AS pick_at FROM waits
 ), bodies AS (
   INSERT INTO webhook_bodies (merchant_id, webhook_id, endpoint_id, content)
@@ -156,8 +131,6 @@ WITH puts AS (
   INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
   SELECT merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
   FROM placed WHERE hand = 0
-  -- A redelivered first attempt finds its own row and leaves it. A spent row (out of the pick, its
-  -- copy parked as wait-not-ended) is taken over by that copy moved back: nothing else hands it on.
   ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt,
     reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
@@ -178,10 +151,9 @@ SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[]
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
 /**
- * The pick: due rows, oldest first, that no other dispatcher holds (SKIP LOCKED), each with a new
- * hand and a lease (pick_at moves to its end): a hand-back lost on its way is handed on again. A
- * due row whose endpoint has a circuit row is parked instead, unless it was parked already (its
- * span is over: it goes back to fail). Returns the handed rows, and one row (no webhook) per parked.
+ * The pick: due rows, oldest first, not held by another dispatcher (SKIP LOCKED), each with a new hand
+ * and a lease (pick_at moves to its end). A due row behind an open circuit is parked instead, unless
+ * parked already (its span is over: it goes back to fail). Returns the handed rows, and one per parked.
  */
 const PICK = `
 WITH due AS (
@@ -203,15 +175,13 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
- * What a pick or probe whose answer was lost leased (its transaction's id, $1: committed, but the
- * scheduler never heard of it and handed nothing back), due again now: the pick or probe that runs
- * this in its transaction hands it back. By the row's xmin: a take, rewrite or pick of a wait (a close
- * of a circuit) since gives it another, so a wait whose hand-back went is never touched. A lost
- * probe's circuit still open has its probe due, its wait parked again as the pick parks one.
+ * What a pick or probe whose answer was lost leased (its transaction ids, $1), due again now, found by
+ * the rows' xmin: any later write gives a row another, so a wait whose hand-back went is never touched.
+ * A lost probe's circuit still open has its probe due, its wait parked again.
  */
 const RELEASE_LOST = `
 WITH lost AS (SELECT x % 4294967296 AS xid FROM unnest($1::bigint[]) AS x), probes AS (
-  -- Locked by this update, as by the pick's FOR SHARE: a close waits for it, and one committed first leaves the row.
+  -- Locked, as by the pick's FOR SHARE: a close waits for it.
   UPDATE wait_circuits SET probe_at = now()
   WHERE NOT closing AND probe_at > now() AND probe_at <= now() + $2::float8 * interval '1 millisecond' AND xmin::text::bigint IN (SELECT xid FROM lost)
   RETURNING merchant_id, endpoint_id
@@ -220,16 +190,14 @@ UPDATE webhook_waits w SET parked = (w.merchant_id, w.endpoint_id) IN (SELECT * 
   pick_at = CASE WHEN (w.merchant_id, w.endpoint_id) IN (SELECT * FROM probes) THEN GREATEST(w.due_at, COALESCE(w.span_ends_at, 'infinity')) ELSE now() END
 WHERE w.pick_at > now() AND w.pick_at <= now() + $2::float8 * interval '1 millisecond' AND NOT w.parked AND w.xmin::text::bigint IN (SELECT xid FROM lost)`;
 
-/** Lost picks and probes remembered at most: more are a database answering nothing, whose picks committed none. */
+/** Lost picks remembered at most: more are a database answering nothing, whose picks committed none. */
 const LOST_PICKS_KEPT = 100;
 
 /**
- * The takes: each hand-back whose hand is current gets a lease that covers its attempt, counted in
- * `takes` (an attempt's rewrite sets it back to 0); one past $6 takes is `spent`: out of the pick
- * (pick_at NULL), to be parked. A retake (`again`: the lease renewed after the hand-back waited for
- * its slot) is not counted: one hand-back is one take. An ordered one whose place in its line has ended (webhook_order) is
- * `ended`: stale whatever its hand, its wait for the caller to end. Not deleted here: a delete
- * PostgreSQL refused failed the whole statement, every take batched with it, for ever.
+ * The takes: a current hand gets a lease covering its attempt, counted in `takes`; one past $6 is
+ * `spent` (pick_at NULL). A retake (`again`: renewed after waiting for its slot) is not counted. An
+ * ordered one whose place has ended is `ended`: its wait for the caller to end. Nothing is deleted
+ * here: a refused delete failed every take batched with it, for ever.
  */
 const TAKE = `
 WITH asked AS (
@@ -243,7 +211,6 @@ RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS sp
   w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
     SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL) AS ended`;
 
-/** A circuit's key, as CircuitKey names its fields. */
 const CIRCUIT_KEY = 'merchant_id AS "merchantId", endpoint_id AS "endpointId"';
 
 type PickedRow = { merchant_id: string; webhook_id: string | null; endpoint_id: string | null; hand: number; headers: string; lease_end: string; content: Uint8Array | null };
@@ -262,20 +229,16 @@ function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
 }
 
 export class WaitStore {
-  /** Items of a batch whose try failed once under way, with its transaction's id: committed perhaps, their answer lost (committed()). */
+  /** Items of a batch whose try failed under way, with its transaction's id: perhaps committed. */
   private readonly unsure = new WeakMap<object, string>();
-
-  /** The transaction ids of picks and probes that failed once under way: committed perhaps, their answer lost (RELEASE_LOST). */
+  /** The transaction ids of picks and probes that failed under way: perhaps committed (RELEASE_LOST). */
   private lostPicks: string[] = [];
 
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
   /**
-   * Writes one batch, all of it or nothing, circuit closes included: one transaction, so a close
-   * that fails (a deadlock with another batch parked behind the circuit, a lock wait timed out)
-   * leaves nothing committed for the batch's retry to write again (a new wait, handed on and
-   * delivered meanwhile, would be written anew). Its transaction id is asked first, so a retry can
-   * tell whether a try whose answer was lost committed (committed()). Two puts of one key keep the last.
+   * Writes one batch, circuit closes included, in one transaction: a close that fails (a deadlock, a
+   * lock timeout) leaves nothing for the retry to write again. Two puts of one key keep the last.
    */
   async write(tried: readonly WaitPut[], triedEnds: readonly WaitEnd[], triedCloses: readonly CircuitKey[] = []): Promise<void> {
     const written = await this.committed([...tried, ...triedEnds, ...triedCloses]);
@@ -325,11 +288,8 @@ export class WaitStore {
   }
 
   /**
-   * Of a batch tried again, what an earlier try of it committed after all (its answer lost with the
-   * connection: PostgreSQL crashed or the link dropped just after the commit), by that try's
-   * transaction id (pg_xact_status): written again, a wait another dispatcher had meanwhile picked,
-   * delivered and ended was written anew and its webhook delivered twice. Still in progress (a
-   * backend that has not yet seen its client go), the batch waits for the next try.
+   * Of a batch tried again, what an earlier try committed after all (its answer lost): written again,
+   * a wait meanwhile picked, delivered and ended was written anew and delivered twice.
    */
   private async committed(items: readonly object[]): Promise<Set<object>> {
     const xids = [...new Set(items.flatMap((item) => this.unsure.get(item) ?? []))];
@@ -341,12 +301,10 @@ export class WaitStore {
   }
 
   /**
-   * The circuits close: their rows are marked closing (waiting for any statement that parked a wait
-   * by them), and unparkClosed() makes their parked waits due again. A dead endpoint's parked waits
-   * can be a million rows: made due here, they held the batch (and every wait in it) for minutes.
+   * Marks the rows closing, unanswered (no parked wait left to probe with); unparkClosed() makes their
+   * waits due: a dead endpoint's million, made due here, held the batch for minutes.
    */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
-    // Idle (no parked wait left to probe with): closed unanswered, the next failure opens it again.
     await closeIn(this.db, circuits, () => false);
   }
 
@@ -358,17 +316,13 @@ export class WaitStore {
     return rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id, open: true, cooldownMs: row.cooldown_ms ?? undefined, probeInMs: Number(row.probe_in_ms) }));
   }
 
-  /** One round of UNPARK, on one closing circuit (among `circuits`): true when it made waits due or deleted the row (another round may). */
+  /** One round of UNPARK: true when it made waits due or deleted the row (another round may). */
   async unparkClosed(limit: number, circuits: Among<CircuitKey> = {}): Promise<boolean> {
     const { rows } = await this.db.query<{ unparked: number; closed: number }>(UNPARK, [limit, ...amongParams('circuit', circuits)]);
-    return (rows[0]?.unparked ?? 0) > 0 || (rows[0]?.closed ?? 0) > 0;
+    return rows[0]!.unparked > 0 || rows[0]!.closed > 0;
   }
 
-  /**
-   * The keys of up to `limit` closing circuits, open circuits whose probe time came, or due waits
-   * (oldest first), not `without`: what an unpark, a probe or a pick PostgreSQL refused was to take,
-   * to be taken again apart.
-   */
+  /** The keys of what an unpark, a probe or a pick PostgreSQL refused was to take, to be taken again apart. */
   async closingCircuits(limit: number, without: readonly CircuitKey[]): Promise<CircuitKey[]> {
     const text = `SELECT ${CIRCUIT_KEY} FROM wait_circuits WHERE closing AND ${among(2, 'circuit')} LIMIT $1`;
     return (await this.db.query<CircuitKey>(text, [limit, ...amongParams('circuit', { without })])).rows;
@@ -385,10 +339,8 @@ export class WaitStore {
   }
 
   /**
-   * Hand-backs come to their attempts (TAKE): those whose hand is current, by takeKey; the others are
-   * stale. An 'ended' one's wait is to end (WaitWriter.end): its place's end (webhook_order_step)
-   * commits before its wait's, so a dispatcher killed between the two left the wait, and its hand-back
-   * sent again after the next one of its reference had gone.
+   * Hand-backs come to their attempts, by takeKey. An 'ended' one's wait is to end: its place's end
+   * commits before its wait's, so a dispatcher killed between the two left the wait.
    */
   async take(takes: ReadonlyArray<WaitEnd & { again?: boolean }>, leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
@@ -403,11 +355,7 @@ export class WaitStore {
     return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.ended ? 'ended' : row.spent ? 'spent' : 'taken']));
   }
 
-  /**
-   * A hand-back taken and given back untried (its dispatcher stopping): no attempt came of its take,
-   * which is not counted (its redelivered copy takes it again). Only while its hand is current, and
-   * not once spent (out of the pick: its park ends it).
-   */
+  /** A take given back untried (its dispatcher stopping) is not counted, while its hand is current and not spent. */
   async untake(take: WaitEnd): Promise<void> {
     await this.db.query(
       'UPDATE webhook_waits SET takes = takes - 1 WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $3 AND hand = $4 AND takes > 0 AND pick_at IS NOT NULL',
@@ -415,21 +363,14 @@ export class WaitStore {
     );
   }
 
-  /**
-   * Up to `limit` probes of open circuits whose probe time came, each with a lease of `leaseMs`;
-   * `idle`: the circuits with no parked wait left to probe, to be closed (closeCircuits). Only
-   * the circuits `only` (when given), never those `without` (whose probe PostgreSQL refuses).
-   */
+  /** Up to `limit` probes due, each with a lease; `idle`: circuits with no parked wait left, to be closed. */
   async probe(limit: number, leaseMs: number, circuits: Among<CircuitKey> = {}): Promise<{ handed: HandedWait[]; idle: CircuitKey[] }> {
     const rows = await this.leasing(PROBE, [limit, leaseMs, ...amongParams('circuit', circuits)], leaseMs);
     const idle = rows.filter((row) => row.webhook_id === null).map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id ?? '' }));
     return { handed: handedOf(rows, true), idle };
   }
 
-  /**
-   * Up to `limit` due waits, each with a lease of `leaseMs`; `parked` counts those parked instead.
-   * Only those `only` keys (when given), never those `without` (rows PostgreSQL refuses to pick).
-   */
+  /** Up to `limit` due waits, each with a lease; `parked` counts those parked instead. */
   async pick(limit: number, leaseMs: number, keys: Among<WaitKey> = {}): Promise<{ handed: HandedWait[]; parked: number }> {
     const rows = await this.leasing(PICK, [limit, leaseMs, ...amongParams('wait', keys)], leaseMs);
     const handed = handedOf(rows);
@@ -437,9 +378,8 @@ export class WaitStore {
   }
 
   /**
-   * A pick or probe in a transaction whose id it reads first: one PostgreSQL committed as it crashed
-   * (or the connection dropped) handed nothing back, its waits (a probe's circuit: every parked wait)
-   * held a lease (a minute) past PostgreSQL's return. Its id finds them in the next one's transaction.
+   * A pick or probe in an identified transaction: one committed with its answer lost handed nothing
+   * back, and its waits held a lease past PostgreSQL's return; the next one releases them.
    */
   private async leasing(statement: string, params: unknown[], leaseMs: number): Promise<PickedRow[]> {
     const lost = this.lostPicks;
@@ -451,13 +391,13 @@ export class WaitStore {
         return (await tx.query<PickedRow>(statement, params)).rows;
       }, (xid) => (unsure = [xid]));
     } catch (err) {
-      // Its release not done either: the ids it was given are kept, with its own if it may have committed.
+      // Its release not done either: the ids it was given are kept, with its own.
       this.lostPicks = [...lost, ...unsure, ...this.lostPicks].slice(-LOST_PICKS_KEPT);
       throw err;
     }
   }
 
-  /** A hand-back not confirmed is due again now, unless it was taken after all (a late confirm: take() moved the lease). */
+  /** A hand-back not confirmed is due again now, unless taken after all (take() moved the lease). */
   async unhand(wait: HandedWait): Promise<void> {
     await this.db.query(
       'UPDATE webhook_waits SET pick_at = now() WHERE merchant_id = $1 AND webhook_id = $2 AND endpoint_id = $5 AND hand = $3 AND pick_at = $4::timestamptz',
@@ -469,15 +409,15 @@ export class WaitStore {
   async census(overdueMs: number): Promise<{ waiting: number; overdue: number }> {
     const { rows } = await this.db.query<{ waiting: number; overdue: number }>(
       `SELECT count(*)::integer AS waiting,
-         -- An 'ordered' wait (no pick time) is due when the webhook before it ends, not at a time: never overdue.
+         -- An 'ordered' wait (no pick time) is due when the webhook before it ends: never overdue.
          count(*) FILTER (WHERE due_at < now() - $1::float8 * interval '1 millisecond' AND NOT parked AND pick_at IS NOT NULL)::integer AS overdue
        FROM webhook_waits`,
       [overdueMs],
     );
-    return rows[0] ?? { waiting: 0, overdue: 0 };
+    return rows[0]!;
   }
 
-  /** A merchant's waits (or everyone's), or one endpoint's, soonest due first: what `webhooks waits list` shows. */
+  /** A merchant's waits (or everyone's), or one endpoint's, soonest due first: `webhooks waits list`. */
   async list(filter: { merchantId?: string; endpointId?: string; limit: number }): Promise<WaitRow[]> {
     const { rows } = await this.db.query<WaitRow>(
       `SELECT merchant_id, webhook_id, endpoint_id, attempt, reason, due_at, hand,

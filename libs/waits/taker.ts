@@ -3,10 +3,7 @@ import { writeApart } from '../runtime/apart.js';
 import { WriteRefusedError } from '../runtime/batcher.js';
 import { takeKey, type WaitEnd, type WaitStore } from './store.js';
 
-/**
- * A hand-back's take: its hand current ('taken'; 'spent' past WAIT_TAKE_LIMIT, to be parked), or
- * not ('stale'; 'ended': an ordered wait whose place ended, stale and its wait to end).
- */
+/** 'spent': taken past WAIT_TAKE_LIMIT, to be parked; 'ended': an ordered wait whose place ended, its wait to end. */
 export type TakeResult = 'taken' | 'spent' | 'ended' | 'stale';
 
 interface Asked {
@@ -15,17 +12,13 @@ interface Asked {
   reject(err: unknown): void;
 }
 
-/**
- * Batches the takes of hand-backs (WaitStore.take): one event-loop turn's, or those asked while a
- * statement is out. A take PostgreSQL refuses for its row rejects alone (WriteRefusedError).
- */
+/** Batches the takes: one turn's, or those asked while a statement is out; a refused row rejects alone. */
 export class WaitTaker {
   private next: Asked[] = [];
   private taking = false;
 
   constructor(private readonly store: WaitStore, private readonly leaseMs: number) {}
 
-  /** Whether `take` is the wait's current hand (taken: its lease now covers the attempt). */
   take(take: WaitEnd & { again?: boolean }): Promise<TakeResult> {
     return new Promise((resolve, reject) => {
       this.next.push({ take, resolve, reject });
@@ -42,7 +35,6 @@ export class WaitTaker {
       this.next = [];
       const told = new Set<Asked>();
       try {
-        // A row PostgreSQL refuses to take (a trigger, a constraint) fails its own take alone, not every hand-back batched with it.
         await writeApart(batch, (part) => this.store.take(part.map((asked) => asked.take), this.leaseMs), isDataRefusal, {
           written: (part, taken) => part.forEach((asked) => (told.add(asked), asked.resolve(taken.get(takeKey(asked.take)) ?? 'stale'))),
           refused: (asked, err) => (told.add(asked), asked.reject(new WriteRefusedError(err))),

@@ -1,21 +1,15 @@
 import type { Queryable } from '../delivery-store/index.js';
 import { stretchCells } from '../rate-limit/index.js';
 
-/**
- * An endpoint's queue of throttled webhooks: their waits, due a little before their places, and the
- * GCRA cell in `rate_limits` that gives each the next place (the dispatcher's throttle lays it out).
- */
+/** The GCRA cell of an endpoint's queue of throttled waits, which gives each the next place. */
 export function throttleQueueCell(merchantId: string, endpointId: string): string {
   return `throttle-queue:${merchantId}\u001f${endpointId}`;
 }
 
 /**
- * The endpoint's rate went from `from` to `to` per second (Infinity: no limit): its queue, laid out
- * at the old rate, is spread to the new one from now (to none: all due now), or from `hearMs` after
- * now when it is faster, so that the dispatchers have heard of the new rate before the first comes
- * back (one that has not takes its slot at the old rate, and throttles it again there: a loaded CI
- * run drained a raised backlog at the old rate). Only waits not handed back (a lease's pick time is
- * not its due time) and not yet due; their order stays.
+ * The endpoint's rate went from `from` to `to` per second (Infinity: none): its queue is spread to the
+ * new rate from now, or from `hearMs` after now when faster, so that the dispatchers have heard of it
+ * before the first comes back. Only waits not handed back and not yet due; their order stays.
  */
 export async function respaceThrottled(db: Queryable, merchantId: string, endpointId: string, from: number, to: number, hearMs = 0): Promise<void> {
   if (from === Infinity || from === to) return;

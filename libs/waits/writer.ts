@@ -1,15 +1,14 @@
 import type { Logger } from '../logger/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import type { CircuitKey, WaitEnd, WaitPut, WaitStore } from './store.js';
+import type { CircuitKey } from './circuits.js';
+import type { WaitEnd, WaitPut, WaitStore } from './store.js';
 
 type Item = { put: WaitPut } | { end: WaitEnd } | { close: CircuitKey };
 
 /**
- * Batches the wait writes, one statement a batch. A write resolves once committed: while
- * PostgreSQL does not answer it is tried again and its deliveries stay unacked (the prefetch bounds
- * what is held). It rejects only when PostgreSQL refuses what the wait carries (WriteRefusedError):
- * its delivery is then parked with the reason, the others written.
+ * Batches the wait writes. A write resolves once committed, tried again while PostgreSQL does not
+ * answer (its delivery held unacked); it rejects only when PostgreSQL refuses what it carries.
  */
 export class WaitWriter {
   private readonly batcher: RetryingBatcher<Item, void>;
@@ -36,12 +35,11 @@ export class WaitWriter {
     return this.batcher.add({ end: wait });
   }
 
-  /** The endpoint's circuit closes (its row, if open: WaitStore.closeCircuits), with the batch. */
   closeCircuit(circuit: CircuitKey): Promise<void> {
     return this.batcher.add({ close: circuit });
   }
 
-  /** Stops trying: writes still pending never resolve (their deliveries go back to the queue with the channel). */
+  /** Writes still pending never resolve (their deliveries go back with the channel). */
   close(): void {
     this.batcher.close();
   }
