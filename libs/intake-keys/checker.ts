@@ -30,11 +30,7 @@ const MAX_STATEMENTS = 2;
 /** Best effort: a long outage drops notes rather than grow. */
 const MAX_NOTES = 100_000;
 
-/**
- * Batches the intake checks: what queued while a statement ran goes in the next one, with the
- * repeats dropped since. Never holds intake for PostgreSQL: a check that fails or times out lets its
- * messages go on unchecked, and every check for `restMs`.
- */
+/** Batches the intake checks, never holding intake: one that fails lets every check go on unchecked a while. */
 export class IntakeChecker {
   private next: Check[] = [];
   private notes: KeyNote[] = [];
@@ -96,10 +92,7 @@ export class IntakeChecker {
     });
   }
 
-  /**
-   * Of a redelivered repeat, the endpoints whose delivery the log does not hold (all when PostgreSQL
-   * does not answer); a row written before endpoints ('') is `legacyEndpointId`'s.
-   */
+  /** Of a redelivered repeat, the endpoints the log holds no delivery for (all when PostgreSQL does not answer). */
   async unrecorded(key: IntakeKey, endpointIds: readonly string[], legacyEndpointId?: string): Promise<string[]> {
     try {
       const recorded = new Set((await withDeadline(this.store.recordedEndpoints(key), this.timeoutMs)).map((id) => (id === '' ? legacyEndpointId : id)));

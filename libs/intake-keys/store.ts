@@ -22,11 +22,7 @@ const CHECK = 'SELECT repeats, recorded, changed FROM intake_check($1::text[], $
 export class IntakeKeyStore {
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>, readonly windowMs: number) {}
 
-  /**
-   * Checks (and records) `keys`, distinct, and counts `dropped` repeats. Answers indexes into `keys`:
-   * `repeats`; of those, `recorded` (the log holds or a wait carries its webhook: a redelivered copy is
-   * not its first walk's own) and `changed` (its body differs from the first).
-   */
+  /** Records distinct `keys`, counts `dropped`; `recorded`: a repeat whose first walk settled (log row or wait). */
   async check(keys: readonly IntakeKey[], dropped: readonly KeyNote[] = []) {
     const { rows } = await this.db.query<{ repeats: number[]; recorded: number[]; changed: number[] }>(CHECK, [
       keys.map((k) => k.merchantId),

@@ -2,10 +2,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Merchant } from './schema.js';
 import { NamedError } from '../runtime/named-error.js';
 
-/**
- * The audit trail (merchant_audit), written in the change's transaction, by field, never a secret.
- * `actor`: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable).
- */
+/** `actor`: `admin:<token sub>`, `portal:<session>`, `cli`, or `service` (auto-disable). */
 export interface Actor {
   actor: string;
   address?: string;

@@ -25,10 +25,7 @@ export function matchingEndpoints(merchant: Merchant, event: string): Endpoint[]
   return merchant.endpoints.filter((endpoint) => endpoint.enabled && receivesEvent(endpoint, event));
 }
 
-/**
- * The id migration 0011 gave a merchant's one webhook: what a row written before endpoints ('') was
- * for. Not "the first endpoint now": that one may have been added since.
- */
+/** What a row written before endpoints ('') was for; not "the first endpoint now", which may be newer. */
 export function legacyEndpointId(merchantId: string): string {
   return `ep_${createHash('md5').update(merchantId).digest('hex').slice(0, 22)}`;
 }

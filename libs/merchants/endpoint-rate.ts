@@ -1,11 +1,7 @@
 import { erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { respaceThrottled } from '../waits/index.js';
 
-/**
- * An endpoint's adaptive rate: what its 429 and 503 answers did to the rate it is sent at, a row of
- * `endpoint_rates` outside the merchant's versioned row (writing it changes no ETag). No row: its
- * `maxPerSecond`. At most one change a second: a burst of 429s in flight halves the rate once.
- */
+// An endpoint's adaptive rate, changed at most once a second: a burst of 429s in flight halves it once.
 export const MIN_ADAPTIVE_RATE = 0.5;
 /** How much a second of successes raises a lowered rate (and at least one per second). */
 export const RAISE_FACTOR = 1.1;
@@ -71,10 +67,8 @@ export async function endpointRates(db: Queryable, limit: number): Promise<Array
 }
 
 /**
- * The endpoint answered 429 or 503: its rate is halved, at most once a second after the last
- * lowering. A first lowering starts from `sentAt` and remembers `ceiling`; a row above `maxPerSecond`
- * is halved from that. None for a deleted endpoint or merchant: nothing would raise it again. The
- * merchant's row, locked for share, orders this with a settings write. Returns the rate now.
+ * The endpoint answered 429 or 503: its rate is halved, at most once a second, from `sentAt` at first
+ * (or `maxPerSecond` when lower). None for a deleted endpoint or merchant: nothing would raise it again.
  */
 export async function lowerEndpointRate(db: Queryable, merchantId: string, sentAt: number, ceiling: number, endpointId: string, maxPerSecond?: number): Promise<EndpointRate> {
   const { rows } = await db.query<{ rate: number; ceiling: number }>(
@@ -121,10 +115,7 @@ export async function raiseEndpointRate(db: Queryable, merchantId: string, endpo
 /** A raised limit's queue comes back this long after the write: the time the dispatchers have to hear of it. */
 export const LIMIT_HEARD_MS = 1_000;
 
-/**
- * An endpoint's maxPerSecond changes, in the write's transaction: its queue is spread to the new rate
- * (its adaptive rate still caps both), here once, not in each dispatcher that hears of it.
- */
+/** In the write's transaction: the queue is spread to the new rate here once, not in each dispatcher. */
 export async function respaceForLimit(tx: Queryable, merchantId: string, endpointId: string, before: number | undefined, after: number | undefined): Promise<void> {
   const adaptive = (await endpointRateOf(tx, merchantId, endpointId))?.rate ?? Infinity;
   await respaceThrottled(tx, merchantId, endpointId, Math.min(before ?? Infinity, adaptive), Math.min(after ?? Infinity, adaptive), LIMIT_HEARD_MS);

@@ -37,10 +37,7 @@ export const SWEEP_AFTER_MS = 2_000;
 
 type Transactional = { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> };
 
-/**
- * Deletes every row of one merchant in one transaction, audited; then, when it found any, once more
- * after `sweepAfterMs`. Returns the rows deleted per table. What RabbitMQ holds is not touched.
- */
+/** In one transaction, audited; when it found any, once more after `sweepAfterMs`. RabbitMQ is not touched. */
 export async function deleteMerchantData(db: Transactional, merchantId: string, by: Actor, options: { sweepAfterMs?: number } = {}): Promise<Record<string, number>> {
   const deleted = await deleteOnce(db, merchantId, by);
   if (!Object.values(deleted).some((n) => n > 0)) return deleted;

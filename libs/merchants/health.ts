@@ -1,11 +1,7 @@
 import type { Queryable } from '../delivery-store/index.js';
 import type { Endpoint, Merchant } from './schema.js';
 
-/**
- * An endpoint's failing clock (auto-disable), a row of endpoint_health outside the merchant's
- * versioned row. `url`: the URL it was measured on; a clock of another counts for nothing. A cleared
- * clock keeps its row, `failing_since` null, so that the poll sees the clearing.
- */
+/** A failing clock, measured on `url`; a cleared one keeps its row, so that the poll sees the clearing. */
 export interface Health {
   endpointId: string;
   url: string;
@@ -52,19 +48,10 @@ export function withHealth(merchant: Merchant, clocks: Iterable<Health> = []): M
   return changed ? { ...merchant, endpoints } : merchant;
 }
 
-/**
- * A dispatcher's fact about one endpoint, as durations it measured: the clock moves by PostgreSQL's
- * `now()` alone. `failing`: every attempt for `streakMs` failed; `succeeded`: one did `agoMs` ago.
- */
+/** Durations a dispatcher measured: the clock moves by PostgreSQL's `now()` alone. */
 export type HealthFact = { kind: 'failing'; streakMs: number; afterMs: number } | { kind: 'succeeded'; agoMs: number };
 
-/**
- * Applies `fact` to the clock of the endpoint at `url`, only while it is enabled there (undefined
- * otherwise). The merchant's row locked for share orders it with a settings write; the clock's row
- * locked for update orders racing dispatchers. A running clock is refreshed; a stale one (no failure
- * for two tenths of `afterMs`) or none starts over once the streak spans a tenth; a success ends one
- * that started before it.
- */
+/** While the endpoint is enabled at `url`. The row locks order it with a settings write and racing dispatchers. */
 export async function writeHealth(tx: Queryable, merchantId: string, url: string, fact: HealthFact) {
   const { rows: owner } = await tx.query<{ id: string | null; enabled: boolean | null; now: Date }>(
     `SELECT e->>'id' AS id, (e->>'enabled')::boolean AS enabled, now() AS now FROM merchants m, jsonb_array_elements(m.endpoints) e WHERE m.id = $1 AND e->>'url' = $2 FOR SHARE OF m`,

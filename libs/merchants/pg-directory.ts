@@ -37,12 +37,7 @@ export const DEFAULT_POLL_INTERVAL_MS = 10_000;
 
 export const MERCHANTS_START_STALL_MS = 120_000;
 
-/**
- * Where a program stands: the cursor it reads changes from (the oldest transaction still running),
- * and what names the database's history. A cursor alone is not enough: after a restore or a
- * failover the transaction ids go back, and writes since can carry them past the old cursor. The
- * history (cluster, timeline, server start, database, merchants table) changes with each of those.
- */
+/** A cursor alone is not enough: after a restore or a failover the transaction ids go back. */
 interface Position {
   cursor: string;
   history: string;
@@ -58,14 +53,7 @@ const POSITION_NOW = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cu
       (SELECT oid FROM pg_database WHERE datname = current_database()),
       'merchants'::regclass::oid) AS history`;
 
-/**
- * Merchants from PostgreSQL, held in memory: reads are synchronous, and while the database is down
- * the cache keeps serving. A write's NOTIFY, or a poll when one is lost, makes every program read
- * what changed (`change_xid`) since the oldest transaction running at its last look, so a late commit
- * is found too; a row or tombstone is taken only above the version held. When the history changed,
- * the cursor would go back, or the last good poll is older than half a tombstone's life, everything
- * is loaded again.
- */
+/** Served from memory; a NOTIFY, or a poll, reads changes since the oldest transaction running at the last look. */
 export class PgMerchantDirectory implements MerchantDirectory {
   private cache = new DirectoryCache();
   private position?: Position;
@@ -150,10 +138,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return this.cache.list();
   }
 
-  /**
-   * PostgreSQL's time now: its clock as last read (each load and poll) plus the time since on this
-   * host's monotonic clock, never its wall clock (minutes off where NTP is broken). Before the first read: this host's.
-   */
+  /** PostgreSQL's clock as last read plus the time since on this host's monotonic clock, never its wall clock. */
   clock(): Date {
     return this.pgTime ? new Date(this.pgTime.ms + (performance.now() - this.pgTime.at)) : new Date();
   }
@@ -213,11 +198,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     return written;
   }
 
-  /**
-   * Reads every merchant into a new cache, a page at a time, from a position taken first: nothing
-   * committed meanwhile is missed. At start-up (`strict`) a row no key opens stops the program; on a
-   * reload its last readable version is kept.
-   */
+  /** From a position taken first: nothing committed meanwhile is missed. `strict`: a row no key opens throws. */
   private async load(progress: () => void, strict: boolean): Promise<void> {
     const position = await this.positionNow();
     const cache = new DirectoryCache();

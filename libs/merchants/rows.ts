@@ -3,10 +3,6 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Endpoint, Merchant } from './schema.js';
 import type { SecretBox } from './secret-box.js';
 
-/**
- * A merchant is one row of `merchants`: its settings as JSON, the secrets sealed apart, a version
- * (the ETag) and `change_xid`. A deleted merchant leaves a tombstone (a digest of its id, its version).
- */
 /** A program that has not polled for half of it loads everything again. */
 export const TOMBSTONE_KEEP_MS = 24 * 3_600_000;
 
@@ -92,10 +88,7 @@ export function columnsOf(merchant: Merchant, box: SecretBox): [string, string, 
   return [merchant.publicKey, JSON.stringify(clear), box.seal(JSON.stringify(sealed), merchant.id)];
 }
 
-/**
- * After SECRETS_KEY changed: seals again every value an older key sealed, a row at a time, only if
- * it still holds what was read. Versions are untouched. Returns how many.
- */
+/** After SECRETS_KEY changed: seals again what an older key sealed, each only if unchanged since read. */
 export async function resealSecrets(db: Queryable, box: SecretBox): Promise<number> {
   let count = 0;
   const merchants = await db.query<{ id: string; endpoints: ClearEndpoint[]; secrets: string }>('SELECT id, endpoints, secrets FROM merchants WHERE secrets IS NOT NULL');

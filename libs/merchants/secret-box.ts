@@ -1,10 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { NamedError } from '../runtime/named-error.js';
 
-/**
- * Webhook secrets at rest: AES-256-GCM, as `v1:<key id>:<base64 of iv, ciphertext, tag>`. The key id
- * lets SECRETS_KEY_PREVIOUS open what it sealed; the associated data binds a value to its row.
- */
+/** `v1:<key id>:<base64 of iv, ciphertext, tag>`; the associated data binds a value to its row. */
 export class SecretBox {
   private readonly keys = new Map<string, Buffer>();
   private readonly current: { id: string; key: Buffer };

@@ -38,11 +38,7 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   return written;
 }
 
-/**
- * What names one resource whichever way it is written (RFC 3986 6.2.2): percent-encoded unreserved
- * characters decoded, other encodings in upper case, and a trailing `?` dropped (servers route `/x?`
- * as `/x`): two endpoints differing only so would receive every webhook twice.
- */
+/** One resource however written (RFC 3986 6.2.2; `/x?` is `/x`): two such endpoints got every webhook twice. */
 export function urlIdentity(url: string): string {
   return url.replace(/\?$/, '').replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));
@@ -96,11 +92,7 @@ export interface SettingsResult {
 /** A result, whether it replays an earlier write's, and the version after the write (its ETag). */
 export type Written<T> = T & { replayed: boolean; version: number };
 
-/**
- * A webhook's state across a write: turned off now, it says why and when; left off, it keeps its
- * reason; turned on, or pointed elsewhere, it starts over. An operator's `enabled: false`
- * (`disabling`) makes the disable the operator's, so that the portal may not undo it.
- */
+/** Off, it says why and when (kept while off); on again or moved, it starts over. `disabling`: the operator disables. */
 export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
   const clock = kept?.failingSince ? { failingSince: kept.failingSince, ...(kept.lastFailureAt ? { lastFailureAt: kept.lastFailureAt } : {}) } : {};
@@ -210,10 +202,7 @@ export class MerchantSettings {
     if (owner && owner.id !== merchantId) throw new PublicKeyTakenError();
   }
 
-  /**
-   * The one write path of merchant settings. `change` may be applied more than once (after a race);
-   * a secret or endpoint id it issues is the same each time. `now` is PostgreSQL's time of the write.
-   */
+  /** `change` may be applied more than once (after a race): a secret or id it issues is the same each time. */
   async write<T extends object>(
     operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,

@@ -71,11 +71,7 @@ export class Refusal extends Error {
   }
 }
 
-/**
- * One write, in the caller's transaction, on the merchant's locked row. The change sees the failing
- * clocks; one that drops a clock clears it in endpoint_health. A merchant created where a tombstone
- * is goes on from its version, so that no cache takes the new row for an old one.
- */
+/** On the locked row; a merchant made where a tombstone is goes on from its version (no cache takes it for old). */
 export async function writeMerchant(
   tx: Queryable,
   box: SecretBox,

@@ -12,9 +12,7 @@ const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
 
 /**
  * Batches the order steps, one batch at a time in the order asked (two at once let a refund overtake
- * its charge); each webhook asks in its turn, so a reference's webhooks are admitted in the order
- * taken. A step resolves once committed, held unacked while PostgreSQL does not answer; one
- * PostgreSQL refuses rejects alone.
+ * its charge). A step resolves once committed; one PostgreSQL refuses rejects alone.
  */
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;

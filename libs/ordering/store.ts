@@ -2,11 +2,7 @@ import type { Queryable } from '../delivery-store/index.js';
 import { orderKeysOf, type ScalarHeaders } from '../contracts/index.js';
 import type { WaitKey } from '../waits/index.js';
 
-/**
- * Order per reference: an ordered webhook has a row of `webhook_order`, in its key's line per
- * endpoint, until it ends. Only a line's head goes to an attempt; the others wait as 'ordered' waits
- * with no pick time until the head ends.
- */
+// An ordered webhook holds a row of `webhook_order` until it ends; only a line's head goes to an attempt.
 export type OrderEnd = WaitKey;
 
 export type OrderPlace = OrderEnd & { key: string };
@@ -59,16 +55,13 @@ export class OrderStore {
     return rows.map((row) => row.endpoint_id);
   }
 
-  /**
-   * Releases up to `batch` open places older than `olderThanMs` with no wait of their own, of lines
-   * not in `keep` nor ordering per the merchants table: the next of each line is due. Returns how many.
-   */
+  /** Open places older than `olderThanMs` with no wait, of lines not in `keep` nor ordering per the merchants table. */
   async release(keep: readonly OrderLine[], olderThanMs: number, batch: number): Promise<number> {
     const { rows } = await this.db.query(RELEASE, [keep.map((l) => l.merchantId), keep.map((l) => l.endpointId), olderThanMs, batch]);
     return rows.length;
   }
 
-  /** Ends then admits, in one round trip; returns each admitted webhook's state. */
+  /** Ends then admits, in one round trip. */
   async step(admits: readonly OrderAdmit[], ends: readonly OrderEnd[]): Promise<Map<string, OrderState>> {
     const { rows } = await this.db.query<{ admitted_merchant: string; admitted_endpoint: string; admitted: string; state: OrderState }>(STEP, [
       admits.map((a) => a.merchantId),

@@ -1,7 +1,4 @@
-/**
- * A message's turn to ask for its places, taken when consumed: its ask is queued after those of every
- * earlier message of its reference. A walk that will not ask passes, or the later ones wait for ever.
- */
+/** Taken when a message is consumed; a walk that will not ask passes, or the later ones wait for ever. */
 export interface OrderTurn {
   readonly come: Promise<void>;
   /** Its ask is queued, or it will not ask. Twice is once. */

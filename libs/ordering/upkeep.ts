@@ -27,10 +27,8 @@ export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
 }
 
 /**
- * Releases the places whose end will never come: open, with no wait, older than the bound, of an
- * endpoint that no longer orders (its copy's look-up may have timed out, and the webhooks behind it
- * waited for ever). A line that still orders is never touched: its old head may be back behind a
- * backlog. Any number of dispatchers may run it at once.
+ * Releases the places whose end will never come (the webhooks behind them waited for ever). A line
+ * that still orders is never touched: its old head may be back behind a backlog.
  */
 export class OrderUpkeep {
   readonly stats = { released: 0 };

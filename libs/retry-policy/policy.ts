@@ -22,10 +22,7 @@ export class RetryPolicy {
     return attempt - 1 >= this.delaysMs.length;
   }
 
-  /**
-   * True when the span since the webhook was first seen (or resent) is over; always with a single
-   * attempt, or a clock behind the one that stamped `startedAt` found a span of 0 not over.
-   */
+  /** Always with a single attempt: a clock behind the one that stamped `startedAt` found a span of 0 not over. */
   spanOver(startedAt: string, now: Date): boolean {
     return this.delaysMs.length === 0 || this.spanLeftMs(startedAt, now) <= 0;
   }
@@ -44,10 +41,7 @@ export class RetryPolicy {
     return this.delaysMs.length > 0 && deferrals >= this.maxDeferrals;
   }
 
-  /**
-   * A Retry-After on 429 or 503 moves the step to the first that long, never past the last (`date`:
-   * the response's Date header, from which an HTTP date counts).
-   */
+  /** A Retry-After on 429 or 503 moves the step to the first that long, never past the last. */
   stepAfterFailure(attempt: number, failure: { status?: number; retryAfter?: string; date?: string }, now: Date): number {
     const step = attempt - 1;
     if (failure.status !== 429 && failure.status !== 503) return step;

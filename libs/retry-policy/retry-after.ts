@@ -11,10 +11,7 @@ function httpDate(text: string): number {
   return Date.parse(HTTP_DATE[2]!.test(text) ? `${text} GMT` : text);
 }
 
-/**
- * Retry-After as milliseconds from now; undefined when absent or unreadable. An HTTP date is on the
- * server's clock, so it counts from the response's own `date` (RFC 9110 §10.2.3), else from `now`.
- */
+/** An HTTP date is on the server's clock: it counts from the response's own `date` (RFC 9110 §10.2.3), else `now`. */
 export function retryAfterMs(value: string | undefined, now: Date, date?: string): number | undefined {
   if (!value) return undefined;
   const text = value.trim();

@@ -41,11 +41,7 @@ export function amongParams(of: keyof typeof KEY_COLUMNS, { only, without = [] }
   return [...fields.map((field) => only?.map(field) ?? null), ...fields.map((field) => without.map(field))];
 }
 
-/**
- * For each circuit whose probe time has come, its oldest parked wait handed back with a lease, as the
- * probe (breakers never probe on their own); the next probe is a lease away, unless its outcome moves
- * it. A circuit with no parked wait left is returned with no webhook, to be closed.
- */
+/** Each due circuit's oldest parked wait handed back as its probe; one with none left is returned to be closed. */
 export const PROBE = `
 WITH due AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE probe_at <= now() AND NOT closing AND ${among(3, 'circuit')} ORDER BY probe_at LIMIT $1 FOR UPDATE SKIP LOCKED
@@ -66,12 +62,9 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
   WHERE (merchant_id, endpoint_id) NOT IN (SELECT merchant_id, endpoint_id FROM probe)`;
 
 /**
- * A closing circuit's parked waits made due again, up to $1 (oldest due first); a postponed one
- * ('circuit-open') at once: the close is what it waited for. Paced, so a dead endpoint's million do
- * not all go before another merchant's wait due now: a batch only fills the room its last one left
- * (those still unpicked at the row's probe_at, which a closing row holds as the last batch's pick
- * time). The row goes once none is left. Nothing parks behind a closing row, and reopening it waits
- * for this statement: what it saw parked is all there is.
+ * A closing circuit's parked waits made due again, up to $1, a postponed one at once. Paced, so a dead
+ * endpoint's million do not all go first: a batch only fills the room its last one (picked at the
+ * row's probe_at) left. The row goes once none is left; nothing parks behind a closing row.
  */
 export const UNPARK = `
 WITH c AS (

@@ -1,10 +1,7 @@
 import type { Database, Queryable } from '../delivery-store/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 
-/**
- * `work` in one transaction that reads its id first. When it fails otherwise than by a refused row,
- * `unsure` is told the id: it may have committed with its answer lost, which pg_xact_status tells later.
- */
+/** `unsure` is told the id of a transaction that failed otherwise than by a refused row: it may have committed. */
 export async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction'>, work: (tx: Queryable) => Promise<T>, unsure: (xid: string) => void): Promise<T> {
   let xid: string | undefined;
   try {

@@ -31,12 +31,7 @@ export interface WaitSchedulerOptions {
 /** A hand-back not confirmed within this fails, and its wait is due again at once. */
 const PUBLISH_DEADLINE_MS = 5_000;
 
-/**
- * A loop in each dispatcher that picks due waits (SKIP LOCKED) and publishes each to `dispatch` with
- * its hand; of an open circuit, only the probe. A hand-back not confirmed is due again at once, one
- * lost later when its lease ends. Nothing goes while `dispatch` holds more than `maxReady` ready
- * messages: a backlog waits in rows, not in the broker.
- */
+/** Hands due waits back to `dispatch`, up to `maxReady` ready there: a backlog waits in rows, not in the broker. */
 export class WaitScheduler {
   readonly stats = { handed: 0, unconfirmed: 0, parked: 0, setAside: 0 };
   private readonly setAside = new SetAsideWaits();
@@ -83,11 +78,7 @@ export class WaitScheduler {
     return Math.max(0, (this.options.pollMs ?? 200) - (Date.now() - started));
   }
 
-  /**
-   * One pick, its publishes sent; returns the waits picked. Hand-backs not yet confirmed count as
-   * ready. The probes go out before PostgreSQL is asked anything more: a close or pick failing then
-   * left them unsent until their lease ended.
-   */
+  /** Returns the waits picked. The probes go out first: a close or pick failing then left them unsent. */
   private async tick(): Promise<number> {
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
@@ -131,11 +122,7 @@ export class WaitScheduler {
     return picked;
   }
 
-  /**
-   * One statement over what is due, never the keys `aside` holds. One PostgreSQL refuses for one row
-   * is made again apart over the keys `due` lists (writeApart), each key refused alone set aside.
-   * Any other error fails the tick.
-   */
+  /** One statement over what is due; one PostgreSQL refuses for one row is made again apart, that key set aside. */
   private async dueApart<K extends WaitKey | CircuitKey, R>(
     aside: SetAsideWaits<K>,
     run: (among: { only?: K[]; without: K[] }) => Promise<R>,

@@ -6,11 +6,7 @@ export const WAIT_SET_ASIDE_MS = 60_000;
 /** Past it the oldest is tried again sooner (its refusal costs a split pick). */
 export const MAX_SET_ASIDE = 1_000;
 
-/**
- * The waits (or circuits) whose pick, probe or unpark PostgreSQL refused alone, left out of this
- * dispatcher's for WAIT_SET_ASIDE_MS: the row decides; this only spares each pick the split that
- * would find the same refusal again.
- */
+/** Keys whose pick, probe or unpark PostgreSQL refused alone: spares each pick the split finding it again. */
 export class SetAsideWaits<K extends SetAsideKey = WaitKey> {
   private readonly until = new BoundedMap<string, { key: K; until: number }>(MAX_SET_ASIDE);
 

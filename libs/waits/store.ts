@@ -3,16 +3,9 @@ import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
 import { committedOf, inIdentifiedTransaction } from './identified-transaction.js';
 import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, NEW_HAND, PROBE, UNPARK } from './circuits.js';
 
-/**
- * A waiting webhook is one row of `webhook_waits` (its bytes: `webhook_bodies`), the only copy that
- * decides. `hand` is new each time the row is handed back or rewritten, and only that hand may take,
- * rewrite or end the wait, so a stale copy changes nothing. Due times are PostgreSQL's clock.
- */
+// A row of `webhook_waits` decides: only its current `hand` may take, rewrite or end it, not a stale copy.
 
-/**
- * Takes of a hand-back with no outcome after which the next is parked (wait-not-ended): a hand-back
- * is a new message each time, which dispatch's delivery limit never counts.
- */
+/** Takes with no outcome before the next is parked: dispatch's delivery limit never counts hand-backs. */
 export const WAIT_TAKE_LIMIT = 10;
 
 /** Whether row `w` was taken past WAIT_TAKE_LIMIT: out of the pick, its copy parked. */
@@ -46,10 +39,7 @@ export interface WaitPut extends WaitKey {
   spanLeftMs: number;
   /** The attempt's failure opens its endpoint's circuit for this long, this wait parked. */
   circuitMs?: number;
-  /**
-   * The failed attempt was the probe: its `circuitMs` moves an open row's probe time. Other failures
-   * open a row only where none is open, or those in flight each pushed the probe later.
-   */
+  /** The failed attempt was the probe: only its `circuitMs` moves an open row's probe time. */
   probe?: boolean;
   /** Answered (a 4xx): its endpoint's circuit closes, this wait made due with the parked ones. */
   closesCircuit?: boolean;
@@ -95,11 +85,8 @@ export interface WaitRow {
 }
 
 /**
- * One batch of writes in one statement. A redelivered first attempt leaves its row; a copy moved back
- * from `invalid` takes its spent row over; a next wait is written only where its hand still matches.
- * A wait with `circuitMs` opens its circuit row; one behind an open row is written parked (not a
- * postponement: its breaker had not heard of the close). Circuit rows are read FOR SHARE, so a close
- * waits for this statement and the unpark sees what it parked. Returns the open circuits to close.
+ * One batch of writes; a next wait only where its hand still matches. Circuit rows are read FOR SHARE,
+ * so a close waits for this statement and the unpark sees what it parked. Returns the circuits to close.
  */
 const WRITE = `
 WITH puts AS (
@@ -150,11 +137,7 @@ WITH puts AS (
 SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[], $17::text[]) AS x(merchant_id, endpoint_id)
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
-/**
- * The pick: due rows, oldest first, not held by another dispatcher (SKIP LOCKED), each with a new hand
- * and a lease (pick_at moves to its end). A due row behind an open circuit is parked instead, unless
- * parked already (its span is over: it goes back to fail). Returns the handed rows, and one per parked.
- */
+/** Due rows, each with a new hand and a lease; one behind an open circuit parked, unless already (its span is over). */
 const PICK = `
 WITH due AS (
   SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
@@ -174,11 +157,7 @@ WITH due AS (
 )
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
-/**
- * What a pick or probe whose answer was lost leased (its transaction ids, $1), due again now, found by
- * the rows' xmin: any later write gives a row another, so a wait whose hand-back went is never touched.
- * A lost probe's circuit still open has its probe due, its wait parked again.
- */
+/** What a pick or probe whose answer was lost leased, due again now, by the rows' xmin (any later write changes it). */
 const RELEASE_LOST = `
 WITH lost AS (SELECT x % 4294967296 AS xid FROM unnest($1::bigint[]) AS x), probes AS (
   -- Locked, as by the pick's FOR SHARE: a close waits for it.
@@ -193,12 +172,7 @@ WHERE w.pick_at > now() AND w.pick_at <= now() + $2::float8 * interval '1 millis
 /** Lost picks remembered at most: more are a database answering nothing, whose picks committed none. */
 const LOST_PICKS_KEPT = 100;
 
-/**
- * The takes: a current hand gets a lease covering its attempt, counted in `takes`; one past $6 is
- * `spent` (pick_at NULL). A retake (`again`: renewed after waiting for its slot) is not counted. An
- * ordered one whose place has ended is `ended`: its wait for the caller to end. Nothing is deleted
- * here: a refused delete failed every take batched with it, for ever.
- */
+/** A current hand gets a lease, counted unless `again`. No delete: a refused one failed every take batched with it. */
 const TAKE = `
 WITH asked AS (
   SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[], $7::boolean[]) AS t(merchant_id, webhook_id, endpoint_id, hand, again)
@@ -236,10 +210,7 @@ export class WaitStore {
 
   constructor(private readonly db: Pick<Database, 'query' | 'transaction'>) {}
 
-  /**
-   * Writes one batch, circuit closes included, in one transaction: a close that fails (a deadlock, a
-   * lock timeout) leaves nothing for the retry to write again. Two puts of one key keep the last.
-   */
+  /** One batch, circuit closes included, in one transaction: a failed close leaves nothing for the retry to redo. */
   async write(tried: readonly WaitPut[], triedEnds: readonly WaitEnd[], triedCloses: readonly CircuitKey[] = []): Promise<void> {
     const written = await this.committed([...tried, ...triedEnds, ...triedCloses]);
     const kept = <T extends object>(items: readonly T[]) => items.filter((item) => !written.has(item));
@@ -287,10 +258,7 @@ export class WaitStore {
     });
   }
 
-  /**
-   * Of a batch tried again, what an earlier try committed after all (its answer lost): written again,
-   * a wait meanwhile picked, delivered and ended was written anew and delivered twice.
-   */
+  /** What an earlier try committed with its answer lost: written again, a wait already ended was delivered twice. */
   private async committed(items: readonly object[]): Promise<Set<object>> {
     const xids = [...new Set(items.flatMap((item) => this.unsure.get(item) ?? []))];
     if (xids.length === 0) return new Set();
@@ -300,10 +268,7 @@ export class WaitStore {
     return written;
   }
 
-  /**
-   * Marks the rows closing, unanswered (no parked wait left to probe with); unparkClosed() makes their
-   * waits due: a dead endpoint's million, made due here, held the batch for minutes.
-   */
+  /** Marks the rows closing, unanswered (no parked wait left to probe with); unparkClosed() makes their waits due. */
   async closeCircuits(circuits: readonly CircuitKey[]): Promise<void> {
     await closeIn(this.db, circuits, () => false);
   }
@@ -338,10 +303,7 @@ export class WaitStore {
     return (await this.db.query<WaitKey>(text, [limit, ...amongParams('wait', { without })])).rows;
   }
 
-  /**
-   * Hand-backs come to their attempts, by takeKey. An 'ended' one's wait is to end: its place's end
-   * commits before its wait's, so a dispatcher killed between the two left the wait.
-   */
+  /** By takeKey. An 'ended' one's wait is to end: a dispatcher killed after its place's end left it. */
   async take(takes: ReadonlyArray<WaitEnd & { again?: boolean }>, leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
       takes.map((t) => t.merchantId),
@@ -377,10 +339,7 @@ export class WaitStore {
     return { handed, parked: rows.length - handed.length };
   }
 
-  /**
-   * A pick or probe in an identified transaction: one committed with its answer lost handed nothing
-   * back, and its waits held a lease past PostgreSQL's return; the next one releases them.
-   */
+  /** One committed with its answer lost handed nothing back: the next one releases its leases. */
   private async leasing(statement: string, params: unknown[], leaseMs: number): Promise<PickedRow[]> {
     const lost = this.lostPicks;
     this.lostPicks = [];

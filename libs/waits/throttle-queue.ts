@@ -7,9 +7,8 @@ export function throttleQueueCell(merchantId: string, endpointId: string): strin
 }
 
 /**
- * The endpoint's rate went from `from` to `to` per second (Infinity: none): its queue is spread to the
- * new rate from now, or from `hearMs` after now when faster, so that the dispatchers have heard of it
- * before the first comes back. Only waits not handed back and not yet due; their order stays.
+ * The queue is spread to the new rate from now, or from `hearMs` after now when faster, so that the
+ * dispatchers have heard of it before the first comes back. Only waits not handed back and not yet due.
  */
 export async function respaceThrottled(db: Queryable, merchantId: string, endpointId: string, from: number, to: number, hearMs = 0): Promise<void> {
   if (from === Infinity || from === to) return;

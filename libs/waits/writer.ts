@@ -6,10 +6,7 @@ import type { WaitEnd, WaitPut, WaitStore } from './store.js';
 
 type Item = { put: WaitPut } | { end: WaitEnd } | { close: CircuitKey };
 
-/**
- * Batches the wait writes. A write resolves once committed, tried again while PostgreSQL does not
- * answer (its delivery held unacked); it rejects only when PostgreSQL refuses what it carries.
- */
+/** A write resolves once committed (tried again meanwhile); it rejects only when PostgreSQL refuses what it carries. */
 export class WaitWriter {
   private readonly batcher: RetryingBatcher<Item, void>;
 
