@@ -50,10 +50,10 @@ export class IntakeChecker {
   constructor(
     private readonly store: IntakeKeyStore,
     private readonly logger: Logger,
-    { timeoutMs = INTAKE_CHECK_TIMEOUT_MS, restMs = INTAKE_CHECK_REST_MS }: IntakeCheckerOptions = {},
+    options: IntakeCheckerOptions = {},
   ) {
-    this.timeoutMs = timeoutMs;
-    this.restMs = restMs;
+    this.timeoutMs = options.timeoutMs ?? INTAKE_CHECK_TIMEOUT_MS;
+    this.restMs = options.restMs ?? INTAKE_CHECK_REST_MS;
   }
 
   /** Makes the partitions, awaited (a failure is logged, not thrown), then again and again until stop(). */

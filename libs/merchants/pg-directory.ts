@@ -67,7 +67,6 @@ export class PgMerchantDirectory implements MerchantDirectory {
   private polling?: Promise<void>;
   private pollAgain = false;
   private failing = false;
-  /** Full loads after the first. */
   reloads = 0;
 
   constructor(

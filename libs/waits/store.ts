@@ -118,6 +118,7 @@ WITH puts AS (
   INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
   SELECT merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
   FROM placed WHERE hand = 0
+  -- A redelivered first attempt leaves its row; a spent one is taken over by its copy moved back from invalid.
   ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt,
     reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
