@@ -1,7 +1,7 @@
 import { erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
 import { respaceThrottled } from '../waits/index.js';
 
-// An endpoint's adaptive rate, changed at most once a second: a burst of 429s in flight halves it once.
+/** The lowest adaptive rate; it changes at most once a second: a burst of 429s in flight halves it once. */
 export const MIN_ADAPTIVE_RATE = 0.5;
 /** How much a second of successes raises a lowered rate (and at least one per second). */
 export const RAISE_FACTOR = 1.1;
