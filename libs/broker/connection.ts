@@ -1,17 +1,18 @@
 import { EventEmitter } from 'node:events';
-import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Options } from 'amqplib';
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options } from 'amqplib';
+import type { Message } from 'amqplib';
 import type { Logger } from '../logger/index.js';
-import type { AckBatcher } from './ack-batcher.js';
-import { coalesceWrites, destroy, isAccessRefused } from './amqplib-gaps.js';
+import { AckBatcher } from './ack-batcher.js';
+import { cancelAndClose, coalesceWrites, destroy, ignoreUnsolicitedReplies, isAccessRefused } from './amqplib-gaps.js';
 import { within } from '../runtime/timers.js';
-import { cancelAndClose, ignoreUnsolicitedReplies } from './channels.js';
-import { type Consumer, consumerHandle, type ConsumeOptions, type ConsumerHost, type ConsumerState, openReader, type Reader, type ReaderOptions, startConsumer } from './consumers.js';
+import type { Consumer, ConsumeOptions, ConsumerState, Delivery, Reader, ReaderOptions } from './consumers.js';
 import { BrokerUnavailableError, BrokerUnroutableError, PublishUnconfirmedError, StartAbortedError } from './errors.js';
-import { ReturnTracker } from './return-tracker.js';
 import { BROKER_BACKOFF, BROKER_START_DEADLINE_MS, CLOSE_STEP_MS } from './timing.js';
 import { hostOf, redacted, shuffled, withHeartbeat } from './urls.js';
 
-type Publishing = { channel: ConfirmChannel; returns: ReturnTracker };
+type Publishing = { channel: ConfirmChannel; unconfirmed: Set<Unconfirmed> };
+/** A publish not confirmed yet; `returned`: the reply text of the basic.return that came for it. */
+type Unconfirmed = { exchange: string; routingKey: string; content: Buffer; returned?: string };
 
 export interface BrokerConnectionOptions {
   /** One URL, or a cluster's nodes: tried in a shuffled order (replicas spread). */
@@ -34,7 +35,6 @@ export class BrokerConnection extends EventEmitter {
   private waiters: Array<() => void> = [];
   /** Publish channels closed on purpose (renewed after a nack): their close is not a failure. */
   private readonly retired = new WeakSet<Channel>();
-  private renewing = false;
   private fatal?: Error;
   private closing = false;
   private closed?: Promise<void>;
@@ -48,18 +48,11 @@ export class BrokerConnection extends EventEmitter {
   private pending?: ChannelModel;
   private redeclaring?: Promise<void>;
   node?: string;
-  private readonly host: ConsumerHost;
+  /** Settles when the broker refuses this program for good after it first connected; heard however late it is asked. */
+  readonly refused = new Promise<Error>((resolve) => this.once('fatal', resolve));
 
   constructor(private readonly options: BrokerConnectionOptions) {
     super();
-    this.host = {
-      logger: options.logger,
-      consumers: this.consumers,
-      consumerChannels: this.consumerChannels,
-      retired: this.retired,
-      newChannel: (model) => this.newChannel(model),
-      watch: (model, channel, role) => this.watch(model, channel, role),
-    };
     this.urls = shuffled(typeof options.url === 'string' ? [options.url] : [...options.url]);
     if (this.urls.length === 0) throw new Error('BrokerConnection needs at least one URL');
   }
@@ -75,10 +68,8 @@ export class BrokerConnection extends EventEmitter {
     try {
       await new Promise<void>((resolve, reject) => {
         this.firstConnect = { resolve, reject };
-        timer = setTimeout(
-          () => reject(new BrokerUnavailableError(`RabbitMQ not reachable within ${timeoutMs} ms (RABBITMQ_URL)`)),
-          timeoutMs,
-        );
+        const late = new BrokerUnavailableError(`RabbitMQ not reachable within ${timeoutMs} ms (RABBITMQ_URL)`);
+        timer = setTimeout(reject, timeoutMs, late);
         onAbort = () => reject(new StartAbortedError());
         if (signal?.aborted) return onAbort();
         signal?.addEventListener('abort', onAbort, { once: true });
@@ -102,18 +93,13 @@ export class BrokerConnection extends EventEmitter {
     const { logger, name } = this.options;
     let model: ChannelModel | undefined;
     try {
-      try {
-        model = await amqp.connect(withHeartbeat(url, 15), {
-          clientProperties: { connection_name: `${name} → ${node}` },
-          // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
-          noDelay: true,
-          // A node that does not answer (a dead host, a black hole) gives way to the next one.
-          timeout: 10_000,
-        });
-      } catch (err) {
-        if (isAccessRefused(err)) this.fatal = new Error(`RabbitMQ refused the login (ACCESS_REFUSED) at ${redacted(url)}: check the user and password in RABBITMQ_URL`);
-        throw err;
-      }
+      model = await amqp.connect(withHeartbeat(url, 15), {
+        clientProperties: { connection_name: `${name} → ${node}` },
+        // Without it Nagle's algorithm holds small frames (acks, confirms) for up to 40 ms.
+        noDelay: true,
+        // A node that does not answer (a dead host, a black hole) gives way to the next one.
+        timeout: 10_000,
+      });
       this.pending = model;
       coalesceWrites(model);
       // Before anything else: an unheard error during setup (541, a node dying under a stream consume) ends the process.
@@ -133,6 +119,8 @@ export class BrokerConnection extends EventEmitter {
       this.firstConnect?.resolve();
       this.emit('connected');
     } catch (err) {
+      if (isAccessRefused(err)) this.fatal = new Error(`RabbitMQ refused the login (ACCESS_REFUSED) at ${redacted(url)}: check the user and password in RABBITMQ_URL`);
+      if ((err as Error).name === 'TopologyMismatchError') this.fatal = err as Error;
       if (model && (await within(CLOSE_STEP_MS, model.close().then(() => true, () => true))) === undefined) destroy(model);
       if (this.current === model) this.forget();
       if (this.closing) return;
@@ -189,7 +177,6 @@ export class BrokerConnection extends EventEmitter {
     try {
       await this.options.declare?.(async () => {
         const channel = await this.newChannel(model);
-        channel.on('error', () => {});
         opened.push(channel);
         return channel;
       });
@@ -199,22 +186,29 @@ export class BrokerConnection extends EventEmitter {
   }
 
   private async setup(model: ChannelModel): Promise<void> {
-    try {
-      await this.declareOn(model);
-      const publishing = await this.openPublishChannel(model);
-      for (const consumer of this.consumers) await startConsumer(this.host, model, consumer);
-      this.current = model;
-      this.usePublishChannel(publishing);
-    } catch (err) {
-      if ((err as Error).name === 'TopologyMismatchError') this.fatal = err as Error;
-      throw err;
-    }
+    await this.declareOn(model);
+    const publishing = await this.openPublishChannel(model);
+    for (const consumer of this.consumers) await this.startConsumer(model, consumer);
+    this.current = model;
+    this.usePublishChannel(publishing);
   }
 
   private async openPublishChannel(model: ChannelModel): Promise<Publishing> {
     const channel = (await this.newChannel(model, true)) as ConfirmChannel;
     this.watch(model, channel, 'publish');
-    return { channel, returns: new ReturnTracker(channel) };
+    const unconfirmed = new Set<Unconfirmed>();
+    // A basic.return has no delivery tag: it is the oldest unconfirmed publish with its exchange, routing key and body.
+    channel.on('return', ({ fields, content }: Message) => {
+      const { exchange, routingKey, replyText } = fields as Message['fields'] & { replyText?: string };
+      for (const entry of unconfirmed) {
+        const same = entry.exchange === exchange && entry.routingKey === routingKey && entry.content.equals(content);
+        if (entry.returned === undefined && same) {
+          entry.returned = replyText ?? 'NO_ROUTE';
+          return;
+        }
+      }
+    });
+    return { channel, unconfirmed };
   }
 
   private usePublishChannel(publishing: Publishing): void {
@@ -238,6 +232,8 @@ export class BrokerConnection extends EventEmitter {
 
   private async newChannel(model: ChannelModel, confirm = false): Promise<Channel> {
     const channel = confirm ? await model.createConfirmChannel() : await model.createChannel();
+    // Heard, so that it cannot end the process: the close that follows is what counts (watch()).
+    channel.on('error', () => {});
     ignoreUnsolicitedReplies(channel, (method) =>
       this.options.logger.warn('broker sent a reply nobody waits for; ignored', { connection: this.options.name, method }),
     );
@@ -248,59 +244,157 @@ export class BrokerConnection extends EventEmitter {
   async consume(queue: string, options: ConsumeOptions): Promise<Consumer> {
     const state: ConsumerState = { queue, options, cancelled: false };
     this.consumers.add(state);
-    if (this.current) await startConsumer(this.host, this.current, state);
-    return consumerHandle(this.host, state);
+    if (this.current) {
+      await this.startConsumer(this.current, state).catch((err: unknown) => {
+        // Refused (a queue not there) or cut off: the caller holds no consumer to cancel, so no reconnect resumes this one.
+        state.cancelled = true;
+        this.consumers.delete(state);
+        throw err;
+      });
+    }
+    // Cancelling takes the consumer out of the registry: no reconnect resumes it.
+    const cancel = async () => {
+      if (state.cancelled) return;
+      state.cancelled = true;
+      this.consumers.delete(state);
+      // A reconnect's start under way ends first: the consumer it makes is the one to cancel, not the one before.
+      await within(CLOSE_STEP_MS, state.starting ?? Promise.resolve());
+      const { channel, tag } = state;
+      if (channel && tag) await within(CLOSE_STEP_MS, channel.cancel(tag).then(() => this.consumerChannels.get(channel)?.tags.delete(tag), () => {}));
+    };
+    return {
+      cancel,
+      close: async () => {
+        await cancel();
+        const channel = state.channel;
+        if (!channel || this.retired.has(channel)) return;
+        this.retired.add(channel);
+        this.consumerChannels.delete(channel);
+        await within(CLOSE_STEP_MS, channel.close().catch(() => {}));
+      },
+    };
+  }
+
+  private startConsumer(model: ChannelModel, state: ConsumerState): Promise<void> {
+    const started = this.startConsumerOn(model, state);
+    state.starting = started.catch(() => {});
+    return started;
+  }
+
+  private async startConsumerOn(model: ChannelModel, state: ConsumerState): Promise<void> {
+    if (state.cancelled) return;
+    const channel = await this.newChannel(model);
+    const acks = new AckBatcher(channel);
+    const tags = new Set<string>();
+    this.consumerChannels.set(channel, { acks, tags });
+    let open = true;
+    channel.on('close', () => {
+      open = false;
+      this.consumerChannels.delete(channel);
+    });
+    this.watch(model, channel, `consume ${state.queue}`);
+    await channel.prefetch(state.options.prefetch);
+    const bound = (message: ConsumeMessage): Delivery => ({
+      message,
+      get live() {
+        return open;
+      },
+      ack: () => acks.ack(message.fields.deliveryTag),
+      nack: (requeue) => acks.nack(message.fields.deliveryTag, requeue),
+    });
+    const reply = await channel.consume(
+      state.queue,
+      (message) => {
+        if (message === null) {
+          // Queue deleted or its leader moved: reconnecting re-declares and resumes.
+          tags.clear();
+          this.options.logger.warn('broker cancelled consumer', { queue: state.queue });
+          if (!state.cancelled) model.close().catch(() => {});
+          return;
+        }
+        state.options.onMessage(bound(message));
+      },
+      { noAck: false, arguments: state.options.arguments?.() },
+    );
+    state.channel = channel;
+    state.tag = reply.consumerTag;
+    tags.add(reply.consumerTag);
   }
 
   /** A one-off read on a channel of its own: not resumed after a reconnect. */
   async openReader(queue: string, options: ReaderOptions): Promise<Reader> {
-    if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
-    return openReader(this.host, this.current, queue, options);
+    const channel = await this.createChannel();
+    const tags = new Set<string>();
+    this.consumerChannels.set(channel, { tags });
+    let closing = false;
+    channel.on('close', () => {
+      this.consumerChannels.delete(channel);
+      if (!closing) options.onClose?.();
+    });
+    const close = async () => {
+      if (closing) return;
+      closing = true;
+      this.consumerChannels.delete(channel);
+      await cancelAndClose(channel, tags, CLOSE_STEP_MS);
+    };
+    try {
+      await channel.prefetch(options.prefetch);
+      const reply = await channel.consume(
+        queue,
+        (message) => {
+          if (message) channel.ack(message);
+          else tags.clear(); // the broker cancelled it: nothing left to cancel
+          options.onMessage(message);
+        },
+        { noAck: false, arguments: options.arguments },
+      );
+      tags.add(reply.consumerTag);
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    return { close };
   }
 
   private async waitForPublishChannel(waitMs = this.options.publishWaitMs ?? 10_000): Promise<Publishing> {
     if (this.publishing) return this.publishing;
     if (this.closing) throw new BrokerUnavailableError('broker connection is closed');
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== wake);
-        reject(new BrokerUnavailableError(`RabbitMQ unavailable for ${waitMs} ms`));
-      }, waitMs);
-      const wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      this.waiters.push(wake);
-    });
+    let wake!: () => void;
+    const woken = new Promise<boolean>((resolve) => this.waiters.push((wake = () => resolve(true))));
+    if (!(await within(waitMs, woken))) {
+      this.waiters = this.waiters.filter((w) => w !== wake);
+      throw new BrokerUnavailableError(`RabbitMQ unavailable for ${waitMs} ms`);
+    }
     return this.waitForPublishChannel(waitMs);
   }
 
   /** Publishes `mandatory`, confirmed, waiting for a reconnect if needed; past `deadlineMs` it may still be stored later. */
   async publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish, deadlineMs?: number): Promise<void> {
     const started = Date.now();
-    const { channel, returns } = await this.waitForPublishChannel(deadlineMs);
+    const { channel, unconfirmed } = await this.waitForPublishChannel(deadlineMs);
     await new Promise<void>((resolve, reject) => {
-      const pending = returns.expect(exchange, routingKey, content);
+      const pending: Unconfirmed = { exchange, routingKey, content };
+      unconfirmed.add(pending);
       let timer: NodeJS.Timeout | undefined;
       if (deadlineMs !== undefined) {
         timer = setTimeout(() => {
-          returns.settle(pending);
+          unconfirmed.delete(pending);
           reject(new PublishUnconfirmedError(deadlineMs));
         }, Math.max(0, deadlineMs - (Date.now() - started)));
       }
       try {
         channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err) => {
           clearTimeout(timer);
-          const returned = returns.settle(pending);
+          unconfirmed.delete(pending);
           if (err) {
             this.renewPublishChannel(channel);
             reject(new BrokerUnavailableError('publish was not confirmed', { cause: err }));
-          } else if (returned) reject(new BrokerUnroutableError(exchange, routingKey, returned));
+          } else if (pending.returned) reject(new BrokerUnroutableError(exchange, routingKey, pending.returned));
           else resolve();
         });
       } catch (err) {
         clearTimeout(timer);
-        returns.settle(pending);
+        unconfirmed.delete(pending);
         reject(new BrokerUnavailableError('publish failed', { cause: err }));
       }
     });
@@ -309,8 +403,8 @@ export class BrokerConnection extends EventEmitter {
   /** After a nack: on RabbitMQ 3.10 a channel that published to a quorum queue whose leader died is nacked for as long as it lives. */
   private renewPublishChannel(stale: ConfirmChannel): void {
     const model = this.current;
-    if (!model || this.publishing?.channel !== stale || this.renewing) return;
-    this.renewing = true;
+    // Once: the first nack takes the stale channel out of use.
+    if (!model || this.publishing?.channel !== stale) return;
     this.publishing = undefined;
     this.retired.add(stale);
     this.options.logger.warn('broker nacked a publish; renewing the publish channel', { connection: this.options.name, node: this.node });
@@ -321,8 +415,6 @@ export class BrokerConnection extends EventEmitter {
         if (this.current === model) this.usePublishChannel(publishing);
       } catch {
         model.close().catch(() => {});
-      } finally {
-        this.renewing = false;
       }
     })();
   }
@@ -334,9 +426,7 @@ export class BrokerConnection extends EventEmitter {
   /** A channel for one-off operations (admin commands, tests); the caller closes it. */
   async createChannel(): Promise<Channel> {
     if (!this.current) throw new BrokerUnavailableError('not connected to RabbitMQ');
-    const channel = await this.newChannel(this.current);
-    channel.on('error', () => {});
-    return channel;
+    return this.newChannel(this.current);
   }
 
   /** Safe twice. Bounded by `timeoutMs`: then the socket is destroyed. */

@@ -1,4 +1,4 @@
-export { BrokerConnection } from './connection.js';
+export { BrokerConnection, type BrokerConnectionOptions } from './connection.js';
 export type { Consumer, ConsumeOptions, Delivery } from './consumers.js';
 export { BrokerUnavailableError, BrokerUnroutableError, PublishUnconfirmedError } from './errors.js';
 export { redacted } from './urls.js';

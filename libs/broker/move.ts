@@ -9,21 +9,17 @@ export interface HeldMessage extends Pick<Delivery, 'live' | 'ack' | 'nack'> {
   properties: MessageProperties;
 }
 
+/** The short-string properties a copy carries when they fit. */
+const CARRIED = ['contentType', 'contentEncoding', 'correlationId', 'replyTo', 'messageId', 'type', 'appId'] as const;
+
 /** A copy's properties: the message's own with `headers`, not user-id (the broker checks it) nor expiration. */
 export function copyProperties(properties: Partial<MessageProperties>, headers: Record<string, string | number | boolean>, webhookId?: string): Options.Publish {
-  return {
-    persistent: true,
-    contentType: carried(properties.contentType) ?? 'application/json',
-    contentEncoding: carried(properties.contentEncoding),
-    headers,
-    priority: properties.priority,
-    correlationId: carried(properties.correlationId),
-    replyTo: carried(properties.replyTo),
-    messageId: carried(properties.messageId) ?? carried(webhookId),
-    timestamp: properties.timestamp,
-    type: carried(properties.type),
-    appId: carried(properties.appId),
-  };
+  const { priority, timestamp } = properties;
+  const copy: Options.Publish = { persistent: true, headers, priority, timestamp };
+  for (const key of CARRIED) copy[key] = carried(properties[key]);
+  copy.contentType ??= 'application/json';
+  copy.messageId ??= carried(webhookId);
+  return copy;
 }
 
 /** A short-string property a copy can hold (≤ 255 bytes: bytes read as U+FFFD may have tripled), else none. */

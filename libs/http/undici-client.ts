@@ -6,7 +6,6 @@ import type { WebhookHttpClient, WebhookRequest, WebhookResponse } from './clien
 import { type Deadlined, Deadlines } from './deadlines.js';
 import { WebhookBlockedError, WebhookNetworkError, WebhookTimeoutError } from './errors.js';
 import { BoundedMap } from '../runtime/bounded-map.js';
-import { NamedError } from '../runtime/named-error.js';
 
 export interface UndiciClientOptions {
   /** false: refuse loopback, private, link-local and reserved targets. */
@@ -163,9 +162,10 @@ class Attempt implements Deadlined {
 
   onHeaders(status: number, rawHeaders: Buffer[], _resume: () => void, _statusText: string): boolean {
     if (status < 200) return true; // informational: the answer is still to come
-    // undici passes 600-999 on: not HTTP (RFC 9110 15).
+    // undici passes 600-999 on: not HTTP (RFC 9110 15), no answer, as one undici's parser refuses.
     if (status > 599) {
-      this.abort?.(new InvalidStatusError(status));
+      this.fail(new WebhookNetworkError('HPE_INVALID_STATUS', `status ${status} is outside HTTP's 100-599`));
+      this.abort?.(new errors.RequestAbortedError('status outside 100-599'));
       return false;
     }
     this.status = status;
@@ -255,14 +255,6 @@ function contentLength(rawHeaders: Buffer[]): number | undefined {
 }
 
 type UndiciError = Error & { code?: string; cause?: Error & { code?: string } };
-
-/** A status line outside 100-599: no answer, as one undici's parser refuses. */
-class InvalidStatusError extends NamedError {
-  readonly code = 'HPE_INVALID_STATUS';
-  constructor(status: number) {
-    super(`status ${status} is outside HTTP's 100-599`);
-  }
-}
 
 function classify(err: UndiciError, timeoutMs: number): Error {
   const root = err.cause && err.name === 'TypeError' ? err.cause : err;

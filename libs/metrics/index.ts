@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { EVENT_NAMES } from '../contracts/events.js';
 import { FAILED_REASONS } from '../contracts/headers.js';
-import { withDeadline } from '../runtime/timers.js';
+import { within } from '../runtime/timers.js';
 import { METRIC_NAMES } from './names.js';
 import { type CounterSeries, CounterSeriesSet, histogramObserver } from './series.js';
 
@@ -11,18 +11,6 @@ export type Outcome = 'delivered' | 'retried' | 'failed' | 'invalid' | 'skipped'
 
 /** Outcomes counted by event (invalid, superseded and erased messages have no event: `unknown`). */
 const PER_EVENT_OUTCOMES: readonly Outcome[] = ['delivered', 'retried', 'failed', 'skipped', 'deferred', 'throttled', 'circuit_open', 'requeued'];
-
-/** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
-export interface DeliveryObserver {
-  outcome(outcome: Outcome, event: string): void;
-  attempt(succeeded: boolean, seconds: number, event: string): void;
-  /** A webhook went to `failed`, and why (FAILED_REASONS). */
-  failed(reason: string): void;
-  /** A test event's delivery (the portal's), by outcome: also counted in outcome(), and here apart. */
-  test(outcome: Outcome): void;
-}
-
-export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {}, failed: () => {}, test: () => {} };
 
 /** One registry per program, with Node's default process metrics. */
 export function createRegistry(program: string): Registry {
@@ -35,7 +23,7 @@ export function createRegistry(program: string): Registry {
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** `platformEvents`: the operational event types, zeroed too when the platform's endpoint is set (OPERATIONAL_WEBHOOK_URL). */
-export function deliveryMetrics(registry: Registry, platformEvents: readonly string[] = []): DeliveryObserver {
+export function deliveryMetrics(registry: Registry, platformEvents: readonly string[] = []) {
   const deliveriesSeries = new CounterSeriesSet(() => deliveries);
   const attemptsSeries = new CounterSeriesSet(() => attempts);
   const deliveries: Counter = new Counter({
@@ -72,14 +60,14 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
   const success = attemptsSeries.series({ result: 'success' });
   const failure = attemptsSeries.series({ result: 'failure' });
   return {
-    outcome: (outcome, event) => {
+    outcome: (outcome: Outcome, event: string) => {
       let byEvent = outcomes.get(outcome);
       if (!byEvent) outcomes.set(outcome, (byEvent = new Map()));
       let series = byEvent.get(event);
       if (!series) byEvent.set(event, (series = deliveriesSeries.series({ outcome, event })));
       series.pending++;
     },
-    attempt: (succeeded, seconds, event) => {
+    attempt: (succeeded: boolean, seconds: number, event: string) => {
       (succeeded ? success : failure).pending++;
       const result = succeeded ? 'success' : 'failure';
       const byEvent = durations[result];
@@ -87,10 +75,16 @@ export function deliveryMetrics(registry: Registry, platformEvents: readonly str
       if (!observe) byEvent.set(event, (observe = histogramObserver(duration, { event, result }, DURATION_BUCKETS)));
       observe(seconds);
     },
-    failed: (reason) => failed.labels(reason).inc(),
-    test: (outcome) => tests.labels(outcome).inc(),
+    /** A webhook went to `failed`, and why (FAILED_REASONS). */
+    failed: (reason: string) => failed.labels(reason).inc(),
+    /** A test event's delivery (the portal's), by outcome: also counted in outcome(), and here apart. */
+    test: (outcome: Outcome) => tests.labels(outcome).inc(),
   };
 }
+
+/** What the dispatcher reports; a no-op by default so the library runs without Prometheus. */
+export type DeliveryObserver = ReturnType<typeof deliveryMetrics>;
+export const noopObserver: DeliveryObserver = { outcome: () => {}, attempt: () => {}, failed: () => {}, test: () => {} };
 
 /** How long a scrape waits for PostgreSQL or RabbitMQ before it shows the value unknown (Prometheus's timeout: 10 s). */
 export const SCRAPE_ASK_DEADLINE_MS = 3_000;
@@ -103,7 +97,7 @@ export function askedPerScrape<T>(ask: () => Promise<T>, unknown: T): () => Prom
   let asking: Promise<T> | undefined;
   return () => {
     asking ??= ask().finally(() => setTimeout(() => (asking = undefined), 1_000).unref());
-    return withDeadline(asking, SCRAPE_ASK_DEADLINE_MS).catch(() => unknown);
+    return within(SCRAPE_ASK_DEADLINE_MS, asking, 'reject').catch(() => unknown);
   };
 }
 

@@ -57,18 +57,9 @@ export function attemptEvent(type: 'message.attempt.failing' | 'message.attempt.
   return { id: idOf(type, merchantId, webhookId, randomUUID()), event: { type, timestamp: now.toISOString(), data } };
 }
 
-interface DisabledFacts extends EndpointFacts {
-  reason: DisabledReason;
-  disabledAt: string;
-  failingSince?: string;
-  lastHttpStatus?: number;
-  lastError?: string;
-  /** The webhook whose failure tipped it over, when disabled automatically. */
-  webhookId?: string;
-  event?: string;
-  references?: string[];
-  attempts?: number;
-}
+/** When disabled automatically, the attempt facts are of the webhook whose failure tipped it over. */
+type DisabledFacts = EndpointFacts & { reason: DisabledReason; disabledAt: string; failingSince?: string } &
+  Partial<Omit<AttemptFacts, keyof EndpointFacts | 'reason'>>;
 
 /** Deterministic id (merchant, endpoint and the time it was turned off): a repeat after a crash carries the same messageId. */
 export function disabledEvent(facts: DisabledFacts, now: Date): IdentifiedEvent {

@@ -1,23 +1,16 @@
 /** The longest delay a Node timer keeps: a longer one fires after 1 ms. */
 export const MAX_TIMER_MS = 2_147_483_647;
 
-/** `work`'s answer, or a rejection once `ms` have passed. */
-export function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
-}
-
-/** Settles with the promise, or with undefined once `ms` have passed. */
-export function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined> {
+/** Settles with the promise, or once `ms` have passed: with undefined, or rejecting when `late` is 'reject'. */
+export function within<T>(ms: number, promise: Promise<T>): Promise<T | undefined>;
+export function within<T>(ms: number, promise: Promise<T>, late: 'reject'): Promise<T>;
+export function within<T>(ms: number, promise: Promise<T>, late?: 'reject'): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     promise.finally(() => clearTimeout(timer)),
-    new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
-      timer.unref();
+    new Promise<undefined>((resolve, reject) => {
+      const end = () => (late ? reject(new Error(`no answer in ${ms} ms`)) : resolve(undefined));
+      timer = setTimeout(end, Math.max(0, ms)).unref();
     }),
   ]);
 }

@@ -1,3 +1,2 @@
-export { appendCheckpoint, offsetOf } from './entries.js';
-export { fingerprintAt, fingerprintOf, landCheckpoint } from './probe.js';
+export { appendCheckpoint, fingerprintAt, fingerprintOf, landCheckpoint, offsetOf } from './probe.js';
 export { FAILED_ROLLOVER_EVERY_MS, StreamRollover } from './rollover.js';

@@ -1,37 +1,67 @@
 import { createHash } from 'node:crypto';
 import type { ConsumeMessage } from 'amqplib';
 import { type BrokerConnection, BrokerUnavailableError } from '../broker/index.js';
-import { HEADERS } from '../contracts/index.js';
-import { within } from '../runtime/timers.js';
-import { appendCheckpoint, offsetOf } from './entries.js';
+import { ENTRY_TYPES, HEADERS } from '../contracts/index.js';
 
-/** Appends checkpoint `id` and reads where it landed: the offset the stream is at now. */
-export async function landCheckpoint(broker: BrokerConnection, stream: string, id: string, timeoutMs: number): Promise<number> {
-  let found!: (offset: number) => void;
-  let failed!: (err: Error) => void;
-  const landed = new Promise<number>((resolve, reject) => {
-    found = resolve;
-    failed = reject;
-  });
-  landed.catch(() => {}); // settled before it is awaited when the append fails
+/** The offset the broker puts on every entry it delivers from a stream. */
+export function offsetOf(headers: Record<string, unknown> | undefined): number | undefined {
+  const offset = headers?.[HEADERS.streamOffset];
+  return typeof offset === 'number' && Number.isSafeInteger(offset) && offset >= 0 ? offset : undefined;
+}
+
+/** A reader marks "now" with a checkpoint of its own id: read back, every entry written before it was seen. */
+export function appendCheckpoint(broker: BrokerConnection, stream: string, id: string, deadlineMs?: number): Promise<void> {
+  return broker.sendToQueue(
+    stream,
+    Buffer.from('{}'),
+    { contentType: 'application/json', headers: { [HEADERS.entryType]: ENTRY_TYPES.checkpoint, [HEADERS.checkpointId]: id } },
+    deadlineMs,
+  );
+}
+
+/**
+ * Reads `stream` from `from` until `pick` answers for an entry (undefined: the next one), `during`
+ * having run; the broker's cancel, the channel's close or `timeoutMs` answer `ended`'s error.
+ */
+async function readUntil<T>(
+  broker: BrokerConnection,
+  stream: string,
+  from: number | 'next',
+  timeoutMs: number,
+  pick: (message: ConsumeMessage, offset: number) => T | undefined,
+  during: () => Promise<void> = async () => {},
+): Promise<T | BrokerUnavailableError> {
+  let settle!: (answer: T | BrokerUnavailableError) => void;
+  const answer = new Promise<T | BrokerUnavailableError>((resolve) => (settle = resolve));
+  const ended = (why: string) => settle(new BrokerUnavailableError(why));
   const reader = await broker.openReader(stream, {
-    prefetch: 100,
-    arguments: { 'x-stream-offset': 'next' },
+    prefetch: from === 'next' ? 100 : 10,
+    arguments: { 'x-stream-offset': from },
     onMessage: (message) => {
-      if (!message) return failed(new BrokerUnavailableError(`the broker cancelled the probe of ${stream}`));
+      if (!message) return ended(`the broker cancelled the probe of ${stream}`);
       const offset = offsetOf(message.properties.headers);
-      if (offset !== undefined && message.properties.headers?.[HEADERS.checkpointId] === id) found(offset);
+      const picked = offset === undefined ? undefined : pick(message, offset);
+      if (picked !== undefined) settle(picked);
     },
-    onClose: () => failed(new BrokerUnavailableError(`channel closed while probing ${stream}`)),
+    onClose: () => ended(`channel closed while probing ${stream}`),
   });
-  const timer = setTimeout(() => failed(new BrokerUnavailableError(`checkpoint not read back from ${stream} within ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(() => ended(`nothing read back from ${stream} within ${timeoutMs} ms`), timeoutMs);
   try {
-    await appendCheckpoint(broker, stream, id, timeoutMs);
-    return await landed;
+    await during();
+    return await answer;
   } finally {
     clearTimeout(timer);
     await reader.close();
   }
+}
+
+/** Appends checkpoint `id` and reads where it landed: the offset the stream is at now. */
+export async function landCheckpoint(broker: BrokerConnection, stream: string, id: string, timeoutMs: number): Promise<number> {
+  const own = (m: ConsumeMessage, at: number) => (m.properties.headers?.[HEADERS.checkpointId] === id ? at : undefined);
+  const append = () => appendCheckpoint(broker, stream, id, timeoutMs);
+  const landed = await readUntil(broker, stream, 'next', timeoutMs, own, append);
+  if (landed instanceof BrokerUnavailableError) throw landed;
+  return landed;
 }
 
 /** Names one entry of a stream, whatever its offset: a digest of its body and headers. */
@@ -42,23 +72,8 @@ export function fingerprintOf(message: ConsumeMessage): string {
 
 /** The fingerprint of the entry at `offset`, or undefined when it cannot tell (gone, past the end, no answer in time). */
 export async function fingerprintAt(broker: BrokerConnection, stream: string, offset: number, timeoutMs: number): Promise<string | undefined> {
-  let settle!: (entry: ConsumeMessage | undefined) => void;
-  const answer = new Promise<ConsumeMessage | undefined>((resolve) => (settle = resolve));
-  const reader = await broker.openReader(stream, {
-    prefetch: 10,
-    arguments: { 'x-stream-offset': offset },
-    onMessage: (message) => {
-      if (!message) return settle(undefined);
-      const at = offsetOf(message.properties.headers);
-      if (at === undefined || at < offset) return;
-      settle(at === offset ? message : undefined);
-    },
-    onClose: () => settle(undefined),
-  });
-  try {
-    const entry = await within(timeoutMs, answer);
-    return entry && fingerprintOf(entry);
-  } finally {
-    await reader.close();
-  }
+  // Before `offset`: the rest of the chunk it is in; past it: the entry is gone (null).
+  const there = (m: ConsumeMessage, at: number) => (at < offset ? undefined : at === offset ? fingerprintOf(m) : null);
+  const entry = await readUntil(broker, stream, offset, timeoutMs, there);
+  return typeof entry === 'string' ? entry : undefined;
 }

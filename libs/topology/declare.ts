@@ -1,6 +1,5 @@
 import type { Channel } from 'amqplib';
-import { BrokerConnection } from '../broker/index.js';
-import type { Logger } from '../logger/index.js';
+import { BrokerConnection, type BrokerConnectionOptions } from '../broker/index.js';
 import {
   CREATION_ONLY_ARGUMENTS,
   type ExchangeSpec,
@@ -37,12 +36,10 @@ function stepper(source: ChannelSource): Step {
   let channel: Channel | undefined;
   const step = async (declare: (channel: Channel) => Promise<unknown>) => {
     channel ??= typeof source === 'function' ? await source() : source;
-    try {
-      await declare(channel);
-    } catch (err) {
+    await declare(channel).catch((err: unknown) => {
       if (isMismatch(err)) channel = undefined;
       throw err;
-    }
+    });
   };
   return Object.assign(step, { canReopen: typeof source === 'function' });
 }
@@ -115,13 +112,9 @@ export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec):
 }
 
 /** A program's broker connection: the whole topology declared on every (re)connect, then opened. */
-export async function openTopologyBroker(options: {
-  url: string | readonly string[];
-  name: string;
-  logger: Logger;
-  topology: TopologyOptions;
-  signal?: AbortSignal;
-}): Promise<BrokerConnection> {
+export async function openTopologyBroker(
+  options: Omit<BrokerConnectionOptions, 'declare'> & { topology: TopologyOptions; signal?: AbortSignal },
+): Promise<BrokerConnection> {
   const { topology, signal, ...connection } = options;
   const broker = new BrokerConnection({ ...connection, declare: (openChannel) => declareTopology(openChannel, topology) });
   await broker.open(undefined, signal);

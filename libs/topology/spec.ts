@@ -30,13 +30,7 @@ export interface QueueSpec {
 
 type BindingSpec = { source: string; destination: string; routingKey: string };
 
-export interface TopologySpec {
-  exchange: ExchangeSpec;
-  operational: ExchangeSpec;
-  /** In declaration order: dispatch, failed, invalid, deliveries. */
-  queues: QueueSpec[];
-  binding: BindingSpec;
-}
+export type TopologySpec = ReturnType<typeof topologySpec>;
 
 function quorum(replication: Replication = DEFAULT_REPLICATION) {
   return { 'x-queue-type': 'quorum', 'x-quorum-initial-group-size': replication.quorumGroupSize } as const;
@@ -99,18 +93,19 @@ export function intakeSpec(prefix: string, replication?: Replication): { exchang
 }
 
 /** The whole topology as data: the programs, docker/rabbitmq/definitions.json and the tests share it. */
-export function topologySpec(options: TopologyOptions): TopologySpec {
+export function topologySpec(options: TopologyOptions) {
   const names = topologyNames(options.prefix);
   const intake = intakeSpec(options.prefix, options.replication);
   return {
     exchange: intake.exchange,
-    operational: { name: names.operational, type: 'topic' },
+    operational: { name: names.operational, type: 'topic' } satisfies ExchangeSpec,
+    /** In declaration order: dispatch, failed, invalid, deliveries. */
     queues: [
       intake.queue,
       failedSpec(options.prefix, options.failedRetention, options.replication),
       { name: names.invalid, kind: 'queue', arguments: { ...quorum(options.replication) } },
       ...(options.deliveriesStream ? [deliveriesSpec(options.prefix, options.replication)] : []),
-    ],
+    ] satisfies QueueSpec[],
     binding: intake.binding,
   };
 }

@@ -83,7 +83,9 @@ function droppedSpansReporter(logger: Logger): DiagLogger {
     droppedTimer = setTimeout(reportDropped, everyMs).unref();
   };
   const lastAt = new Map<string, number>();
-  const say = (message: string, level: 'error' | 'warning') => {
+  const say = (level: 'error' | 'warning') => (...args: unknown[]) => {
+    // A component's logger (the exporter's) passes its name first and the warning after it.
+    const message = args.map(String).join(' ');
     const found = DROPPED.exec(message);
     if (found) {
       dropped += Number(found[1]);
@@ -95,13 +97,5 @@ function droppedSpansReporter(logger: Logger): DiagLogger {
     lastAt.set(level, now);
     logger.warn(`tracing: exporter ${level}`, { detail: message.slice(0, 300) });
   };
-  // A component's logger (the exporter's) passes its name first and the warning after it.
-  const text = (args: unknown[]) => args.map(String).join(' ');
-  return {
-    error: (...args) => say(text(args), 'error'),
-    warn: (...args) => say(text(args), 'warning'),
-    info: () => {},
-    debug: () => {},
-    verbose: () => {},
-  };
+  return { error: say('error'), warn: say('warning'), info: () => {}, debug: () => {}, verbose: () => {} };
 }

@@ -1,4 +1,4 @@
-import { KeyedConcurrency, TooManyInFlightError } from '../../apps/api/concurrency.js';
+import { KeyedConcurrency, TooManyInFlightError } from '../../apps/api/rate-limit.js';
 
 /** Work that finishes when the test says so. */
 function held() {
