@@ -19,8 +19,7 @@ import { AdmissionStage, endpointFor } from './stages/admission.js';
 import { AttemptStage } from './stages/attempt.js';
 import { decide, type Finding } from './stages/decide.js';
 import { EffectStage, WAITS_TABLE, waitKeyOf } from './stages/effect.js';
-import { EndpointGuards } from './stages/endpoint-guards.js';
-import { ANSWERS_KEPT } from './stages/recent-failures.js';
+import { ANSWERS_KEPT, EndpointGuards } from './stages/endpoint-guards.js';
 import { fanOut, route } from './stages/fan-out.js';
 import { HandBackTakes } from './stages/hand-backs.js';
 import { type HandBack, handBackOf, type IntakeEvent, intakeDigestOf, keyCheckOf, parseIntake } from './stages/intake.js';
@@ -172,7 +171,7 @@ export class Dispatcher {
   /** One delivery through its stages, or (`share`, `shareTurn`) a fan-out's share. Never rejects: an unexpected error parks it. */
   private async handle(delivery: Delivery, span?: Span, share?: IntakeEvent, shareTurn?: OrderTurn): Promise<void> {
     // For an unexpected error's park.
-    const seen: { intake?: IntakeEvent } = { intake: share };
+    let parsed = share;
     let turn = shareTurn;
     try {
       const now = this.now();
@@ -181,7 +180,7 @@ export class Dispatcher {
       let finding: Finding | undefined;
       if (!intake) {
         try {
-          intake = seen.intake = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events, this.names.dispatch);
+          intake = parsed = parseIntake(message, this.settings.maxMessageBytes, now, this.names.events, this.names.dispatch);
           // Before the walk's first await: places are asked in the order consumed.
           turn = this.turnOf(intake);
         } catch (err) {
@@ -212,7 +211,7 @@ export class Dispatcher {
       if (intake && finding.kind !== 'superseded' && this.erased(intake)) finding = { kind: 'erased', merchantId: intake.merchantId, webhookId: intake.webhookId };
       const decision = decide(finding, intake, this.policy, now);
       // A repeat or a stale copy has no intake past here, but its span names its webhook.
-      if (span && !share) describeDelivery(span, intake ?? seen.intake, decision);
+      if (span && !share) describeDelivery(span, intake ?? parsed, decision);
       // Recorded after its effect, before the ack: a crash cannot leave it out, a move that gives up records nothing.
       const record = this.deps.deliveryLog && recordOf(intake, finding, decision, this.policy, now);
       const settle = record
@@ -226,7 +225,7 @@ export class Dispatcher {
       await this.effect.apply(delivery, intake, decision, now, span, settle);
       this.deps.operations?.observe(intake, decision, now);
     } catch (err) {
-      await this.onUnexpected(delivery, err, span, seen.intake, share !== undefined);
+      await this.onUnexpected(delivery, err, span, parsed, share !== undefined);
     } finally {
       turn?.pass();
       if (!share) span?.end();
@@ -241,9 +240,9 @@ export class Dispatcher {
     if (!this.deps.intakeKeys || !checked || (routed?.kind === 'unavailable' && routed.why === 'merchant-removed')) return routed;
     const key = { merchantId: intake.merchantId, webhookId: intake.webhookId };
     const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, checked.redelivered);
-    if (sight !== 'repeat' && sight !== 'changed') return routed;
+    if (sight !== 'repeat' && sight !== 'changed' && sight !== 'carried') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
-    if (checked.redelivered && endpointIds.length > 0) {
+    if (checked.redelivered && sight !== 'carried' && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints: those without a record get it. None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));
       if (left.length > 0) {
@@ -336,8 +335,7 @@ export class Dispatcher {
     const order = this.deps.order;
     if (!order || !turn || intake.orderKey === undefined) return undefined;
     // The endpoint's own setting: each endpoint's deliveries are ordered apart.
-    const merchant = this.deps.merchants.byId(intake.merchantId);
-    const setting = merchant !== undefined && endpointFor(merchant, intake)?.orderByReference === true;
+    const setting = endpointFor(this.deps.merchants.byId(intake.merchantId), intake)?.orderByReference === true;
     // Off now: a copy that took its place while it was on still ends it, or those behind it wait for ever.
     if (!setting && !(await this.heldPlace(message, intake, order))) return undefined;
     // A copy moved back from invalid ends its key's spent wait first (wait-not-ended), or that row

@@ -122,13 +122,8 @@ export class Operations {
     await Promise.allSettled([...this.inFlight]);
   }
 
-  private endpointOf(intake: IntakeEvent): Endpoint | undefined {
-    const merchant = this.deps.merchants.byId(intake.merchantId);
-    return merchant && endpointFor(merchant, intake);
-  }
-
   private facts(intake: IntakeEvent, attempts: number, status?: number, error?: string): AttemptFacts {
-    const endpoint = this.endpointOf(intake);
+    const endpoint = endpointFor(this.deps.merchants.byId(intake.merchantId), intake);
     const { merchantId, webhookId, event, references } = intake;
     // Deleted mid-retry, it is still the one the webhook was for: its URL went with it.
     const where = { endpointId: endpoint?.id ?? intake.endpointId ?? '', url: endpoint?.url ?? '' };
@@ -143,7 +138,7 @@ export class Operations {
   /** On every delivered webhook: no string key made per delivery. */
   private succeeded(intake: IntakeEvent): void {
     const { merchantId } = intake;
-    const webhook = this.endpointOf(intake);
+    const webhook = endpointFor(this.deps.merchants.byId(intake.merchantId), intake);
     if (!webhook) return;
     const at = performance.now();
     let endpoints = this.lastSuccess.get(merchantId);
@@ -179,7 +174,7 @@ export class Operations {
   }
 
   private failed(intake: IntakeEvent, now: Date, attempts?: number, status?: number, error?: string): void {
-    const webhook = this.endpointOf(intake);
+    const webhook = endpointFor(this.deps.merchants.byId(intake.merchantId), intake);
     if (!webhook?.enabled) return;
     const key = `${intake.merchantId}\n${webhook.url}`;
     // Monotonic: a step of the host's clock must not lengthen a run of failures.

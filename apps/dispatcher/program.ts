@@ -51,7 +51,8 @@ export function startDispatcher(config: DispatcherConfig, logger: Logger, option
 async function startParts(config: DispatcherConfig, logger: Logger, options: DispatcherOptions, cleanup: Cleanup) {
   // Up from the first moment: /healthz 200 and /readyz 503 (with what is awaited) through a long start-up.
   const registry = createRegistry('dispatcher');
-  let awaited: () => string | undefined = () => 'RabbitMQ';
+  // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
+  let awaited: () => string | undefined = () => 'the merchant database';
   let detail: string | undefined;
   const health = await startHealthServer({ port: config.METRICS_PORT, registry, ready: () => awaited() === undefined, waitingFor: () => awaited(), detail: () => (awaited() ? detail : undefined) });
   logger.info('dispatcher metrics listening', { port: health.port });
@@ -60,8 +61,6 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     awaited = check;
     detail = why;
   };
-  // Deliveries wait for the whole directory: an event for a merchant not loaded yet would be parked as unknown.
-  awaiting(() => 'the merchant database');
   // Development mode without DATABASE_URL, run alone: an embedded database of its own.
   const ownDatabase = !options.database && !config.DATABASE_URL ? await openDevDatabase(logger) : undefined;
   cleanup.add(() => ownDatabase?.close());
@@ -209,7 +208,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
     broker,
     merchants,
     /** Settles when the broker connection hit what reconnecting cannot fix. */
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: broker.refused,
     metricsPort: health.port,
     stop(): Promise<void> {
       // Bounded by SHUTDOWN_TIMEOUT: each step gets a share of what is left.

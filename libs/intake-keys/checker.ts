@@ -1,11 +1,15 @@
 import type { Logger } from '../logger/index.js';
 import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
-import { withDeadline } from '../runtime/timers.js';
+import { within } from '../runtime/timers.js';
 import type { IntakeKey, IntakeKeyStore, KeyNote, KeyStates } from './store.js';
 
-/** `changed`: a repeat whose body differs from its key's first; `unchecked`: PostgreSQL did not answer, delivered. */
-export type Sight = 'first' | 'repeat' | 'changed' | 'unchecked';
+/**
+ * `changed`: a repeat whose body differs from its key's first; `unchecked`: PostgreSQL did not answer, delivered;
+ * `carried`: a later copy of a key another copy of its batch goes on with (dropped without asking the log, which
+ * holds nothing yet of the copy that goes on).
+ */
+export type Sight = 'first' | 'repeat' | 'changed' | 'unchecked' | 'carried';
 
 export interface IntakeCheckerOptions {
   timeoutMs?: number;
@@ -95,7 +99,7 @@ export class IntakeChecker {
   /** Of a redelivered repeat, the endpoints the log holds no delivery for (all when PostgreSQL does not answer). */
   async unrecorded(key: IntakeKey, endpointIds: readonly string[], legacyEndpointId?: string): Promise<string[]> {
     try {
-      const recorded = new Set((await withDeadline(this.store.recordedEndpoints(key), this.timeoutMs)).map((id) => (id === '' ? legacyEndpointId : id)));
+      const recorded = new Set((await within(this.timeoutMs, this.store.recordedEndpoints(key), 'reject')).map((id) => (id === '' ? legacyEndpointId : id)));
       return endpointIds.filter((id) => !recorded.has(id));
     } catch {
       return [...endpointIds];
@@ -150,7 +154,7 @@ export class IntakeChecker {
       });
       let states: KeyStates | undefined;
       try {
-        if (!resting) states = await withDeadline(this.store.check(keys, notes), this.timeoutMs);
+        if (!resting) states = await within(this.timeoutMs, this.store.check(keys, notes), 'reject');
       } catch (err) {
         this.restUntil = performance.now() + this.restMs;
         this.problem('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', err, { messages: batch.length });
@@ -158,7 +162,16 @@ export class IntakeChecker {
         if ((err as { code?: string })?.code === '23514') void this.maintain();
       }
       await before;
-      batch.forEach(({ redelivered, done }, i) => done(sightOf(copies[i]!, redelivered, states)));
+      // One copy of a key per batch goes on: two redelivered copies of an unsettled key are not both first.
+      const goneOn = new Set<number>();
+      batch.forEach(({ redelivered, done }, i) => {
+        const copy = copies[i]!;
+        const sight = sightOf(copy, redelivered, states);
+        if (sight !== 'first') return done(sight);
+        if (goneOn.has(copy.place)) return done('carried');
+        goneOn.add(copy.place);
+        done(sight);
+      });
       answered();
     }
     this.running--;

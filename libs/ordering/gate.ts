@@ -1,7 +1,7 @@
 import type { Logger } from '../logger/index.js';
 import { isDataRefusal } from '../delivery-store/refusals.js';
 import { RetryingBatcher, throttledWarning } from '../runtime/batcher.js';
-import { withDeadline } from '../runtime/timers.js';
+import { within } from '../runtime/timers.js';
 import { type OrderAdmit, type OrderEnd, orderId, type OrderPlace, type OrderState, type OrderStore, type OrderWait } from './store.js';
 import { type OrderTurn, OrderTurns } from './turns.js';
 
@@ -57,11 +57,11 @@ export class OrderGate {
 
   /** Asked of redelivered copies only: not batched. */
   holds(place: OrderEnd): Promise<boolean> {
-    return withDeadline(this.store.holds(place), ORDER_LOOKUP_TIMEOUT_MS);
+    return within(ORDER_LOOKUP_TIMEOUT_MS, this.store.holds(place), 'reject');
   }
 
   openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
-    return withDeadline(this.store.openPlaces(merchantId, webhookId, key), ORDER_LOOKUP_TIMEOUT_MS);
+    return within(ORDER_LOOKUP_TIMEOUT_MS, this.store.openPlaces(merchantId, webhookId, key), 'reject');
   }
 
   async end(end: OrderEnd): Promise<void> {

@@ -15,15 +15,11 @@ interface OrderUpkeepOptions {
 
 /** The lines that order now, as the directory has them ('' for a merchant whose first endpoint orders). */
 export function orderingLines(merchants: readonly Merchant[]): OrderLine[] {
-  const lines: OrderLine[] = [];
-  for (const merchant of merchants) {
-    merchant.endpoints.forEach((endpoint, i) => {
-      if (!endpoint.enabled || endpoint.orderByReference !== true) return;
-      lines.push({ merchantId: merchant.id, endpointId: endpoint.id });
-      if (i === 0) lines.push({ merchantId: merchant.id, endpointId: '' });
-    });
-  }
-  return lines;
+  return merchants.flatMap(({ id, endpoints }) => endpoints.flatMap((endpoint, i) => {
+    if (!endpoint.enabled || endpoint.orderByReference !== true) return [];
+    const line = { merchantId: id, endpointId: endpoint.id };
+    return i === 0 ? [line, { merchantId: id, endpointId: '' }] : [line];
+  }));
 }
 
 /**

@@ -37,8 +37,17 @@ export interface Among<K extends Key> {
 }
 
 export function amongParams(of: keyof typeof KEY_COLUMNS, { only, without = [] }: Among<Key>): Array<string[] | null> {
-  const fields = KEY_COLUMNS[of].map((column) => FIELDS[column]);
-  return [...fields.map((field) => only?.map(field) ?? null), ...fields.map((field) => without.map(field))];
+  return [...(only ? keyParams(of, only) : KEY_COLUMNS[of].map(() => null)), ...keyParams(of, without)];
+}
+
+/** The keys as unnest() parameters: one array per column of the key, in KEY_COLUMNS' order. */
+export function keyParams(of: keyof typeof KEY_COLUMNS, keys: readonly Key[]): string[][] {
+  return KEY_COLUMNS[of].map((column) => keys.map(FIELDS[column]));
+}
+
+/** One key as a string: what maps of keys are keyed by. */
+export function keyOf(key: Key): string {
+  return `${key.merchantId}\u001f${key.webhookId ?? ''}\u001f${key.endpointId ?? ''}`;
 }
 
 /** Each due circuit's oldest parked wait handed back as its probe; one with none left is returned to be closed. */
@@ -113,6 +122,6 @@ export async function closeIn(tx: Queryable, circuits: readonly CircuitKey[], an
   await tx.query(
     `UPDATE wait_circuits c SET closing = true FROM unnest($1::text[], $2::text[], $3::boolean[]) AS x(m, e, a) WHERE c.merchant_id = x.m AND c.endpoint_id = x.e AND NOT c.closing
      RETURNING pg_notify('${CIRCUIT_CHANNEL}', json_build_object('m', c.merchant_id, 'e', c.endpoint_id, 'open', false, 'answered', x.a)::text)`,
-    [circuits.map((c) => c.merchantId), circuits.map((c) => c.endpointId), circuits.map(answered)],
+    [...keyParams('circuit', circuits), circuits.map(answered)],
   );
 }

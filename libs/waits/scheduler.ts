@@ -83,26 +83,24 @@ export class WaitScheduler {
     if (!this.broker.isConnected) return 0;
     const room = Math.min(this.options.batch ?? WAIT_PICK_BATCH, (this.options.maxReady ?? WAIT_MAX_READY) - (await this.ready()) - this.unconfirmed);
     if (room <= 0) return 0;
-    const probes = await this.probe(room);
-    this.send(probes.handed);
-    if (probes.idle.length > 0) await this.store.closeCircuits(probes.idle);
-    const picked = await this.pick(room - probes.handed.length);
-    this.unpark();
-    // Rows parked behind an open circuit count as picked: more may be due behind them.
-    return probes.handed.length + picked;
-  }
-
-  /** The probes due, made apart when PostgreSQL refuses one parked row: it held back every circuit's probe. */
-  private async probe(room: number): Promise<Awaited<ReturnType<WaitStore['probe']>>> {
-    const probes: Awaited<ReturnType<WaitStore['probe']>> = { handed: [], idle: [] };
+    let probed = 0;
+    const idle: CircuitKey[] = [];
+    // Made apart when PostgreSQL refuses one parked row: it held back every circuit's probe.
     await this.dueApart(
       this.circuitsAside,
       (among) => this.store.probe(among.only?.length ?? room, this.options.leaseMs, among),
       (without) => this.store.probesDue(room, without),
-      ({ handed, idle }) => (probes.handed.push(...handed), probes.idle.push(...idle)),
+      (probes) => {
+        probed += this.send(probes.handed);
+        idle.push(...probes.idle);
+      },
       "circuit's probe not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute",
     );
-    return probes;
+    if (idle.length > 0) await this.store.closeCircuits(idle);
+    const picked = await this.pick(room - probed);
+    this.unpark();
+    // Rows parked behind an open circuit count as picked: more may be due behind them.
+    return probed + picked;
   }
 
   /** One pick, its hand-backs sent; returns the waits picked or parked. Made apart when PostgreSQL refuses one row. */
@@ -114,8 +112,7 @@ export class WaitScheduler {
       (without) => this.store.due(limit, without),
       ({ handed, parked }) => {
         this.stats.parked += parked;
-        this.send(handed);
-        picked += handed.length + parked;
+        picked += this.send(handed) + parked;
       },
       'wait not picked: PostgreSQL refuses it; left in its row, out of the pick for a minute',
     );
@@ -146,37 +143,36 @@ export class WaitScheduler {
     });
   }
 
-  /** Publishes the hand-backs of one statement, counted as ready until confirmed. */
-  private send(waits: readonly HandedWait[]): void {
-    if (waits.length === 0) return;
+  /** Publishes the hand-backs of one statement, counted as ready until confirmed; returns how many. */
+  private send(waits: readonly HandedWait[]): number {
+    if (waits.length === 0) return 0;
     this.unconfirmed += waits.length;
     const confirmed: Promise<void> = Promise.all(waits.map((wait) => this.handBack(wait))).then(() => {
       this.unconfirmed -= waits.length;
       this.confirming.delete(confirmed);
     });
     this.confirming.add(confirmed);
+    return waits.length;
   }
 
   /** Closed circuits' parked waits made due again beside the picks, until a round makes none due. */
   private unpark(): void {
     this.unparking ??= (async () => {
-      while (this.loop.running && (await this.unparkRound()));
+      // A round per closing circuit; one PostgreSQL refuses is found apart and set aside, or it held back the rest.
+      let more = true;
+      while (more && this.loop.running) {
+        more = false;
+        await this.dueApart(
+          this.circuitsAside,
+          (among) => this.store.unparkClosed(WAIT_UNPARK_BATCH, among),
+          (without) => this.store.closingCircuits(WAIT_PICK_BATCH, without),
+          (unparked) => void (more ||= unparked),
+          "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute",
+        );
+      }
     })()
       .catch((err: unknown) => this.problem('parked waits of a closed circuit not made due again; trying again', err))
       .finally(() => (this.unparking = undefined));
-  }
-
-  /** One closing circuit; one PostgreSQL refuses is found apart and set aside, or it held back the others. */
-  private async unparkRound(): Promise<boolean> {
-    let more = false;
-    await this.dueApart(
-      this.circuitsAside,
-      (among) => this.store.unparkClosed(WAIT_UNPARK_BATCH, among),
-      (without) => this.store.closingCircuits(WAIT_PICK_BATCH, without),
-      (unparked) => void (more ||= unparked),
-      "circuit's unpark not made: PostgreSQL refuses one of its parked waits; left as it is, out of the probes and unparks for a minute",
-    );
-    return more;
   }
 
   private async handBack(wait: HandedWait): Promise<void> {

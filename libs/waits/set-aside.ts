@@ -1,5 +1,5 @@
 import { BoundedMap } from '../runtime/bounded-map.js';
-import type { Key as SetAsideKey } from './circuits.js';
+import { type Key as SetAsideKey, keyOf } from './circuits.js';
 import type { WaitKey } from './store.js';
 
 export const WAIT_SET_ASIDE_MS = 60_000;
@@ -30,8 +30,4 @@ export class SetAsideWaits<K extends SetAsideKey = WaitKey> {
   get size(): number {
     return this.until.size;
   }
-}
-
-function keyOf(key: SetAsideKey): string {
-  return `${key.merchantId}\u001f${key.webhookId ?? ''}\u001f${key.endpointId ?? ''}`;
 }

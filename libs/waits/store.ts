@@ -1,7 +1,7 @@
 import { type Database, erasedMerchantSql, type Queryable } from '../delivery-store/index.js';
+import { isDataRefusal } from '../delivery-store/refusals.js';
 import { HEADERS, type ScalarHeaders } from '../contracts/index.js';
-import { committedOf, inIdentifiedTransaction } from './identified-transaction.js';
-import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, NEW_HAND, PROBE, UNPARK } from './circuits.js';
+import { among, type Among, amongParams, CIRCUIT_CHANNEL, type CircuitKey, type CircuitState, closeIn, CONTENT, keyOf, keyParams, NEW_HAND, PROBE, UNPARK } from './circuits.js';
 
 // A row of `webhook_waits` decides: only its current `hand` may take, rewrite or end it, not a stale copy.
 
@@ -90,7 +90,7 @@ export interface WaitRow {
  */
 const WRITE = `
 WITH puts AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $15::text[], $3::int[], $4::int[], $5::float8[], $6::text[], $7::text[], $8::text[], $12::float8[], $13::float8[], $18::boolean[])
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::float8[], $7::text[], $8::text[], $9::text[], $10::float8[], $11::float8[], $12::boolean[])
     AS p(merchant_id, webhook_id, endpoint_id, hand, attempt, delay_ms, reason, headers, content, span_ms, circuit_ms, probe)
   -- Not for a merchant deleted meanwhile: its waits and bytes stay deleted.
   WHERE NOT ${erasedMerchantSql('p.merchant_id')}
@@ -118,24 +118,25 @@ WITH puts AS (
   INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
   SELECT merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers::jsonb, parked, span_ends_at
   FROM placed WHERE hand = 0
-  -- A redelivered first attempt leaves its row; a spent one is taken over by its copy moved back from invalid.
+  -- A redelivered first attempt leaves its row; a spent one is taken over by its copy moved back from invalid,
+  -- and one of an earlier send by a resend's (its failure indexed before its end: that end must not delete this).
   ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt,
     reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
-  WHERE ${spent('webhook_waits')}
+  WHERE ${spent('webhook_waits')} OR webhook_waits.headers->>'${HEADERS.resentAt}' IS DISTINCT FROM excluded.headers->>'${HEADERS.resentAt}'
 ), next AS (
   UPDATE webhook_waits w SET hand = ${NEW_HAND}, attempt = p.attempt, reason = p.reason, headers = p.headers::jsonb,
     due_at = p.due_at, pick_at = p.pick_at, parked = p.parked, span_ends_at = p.span_ends_at, takes = 0
   FROM placed p WHERE p.hand > 0 AND w.merchant_id = p.merchant_id AND w.webhook_id = p.webhook_id AND w.endpoint_id = p.endpoint_id AND w.hand = p.hand
 ), gone AS (
-  DELETE FROM webhook_waits w USING unnest($9::text[], $10::text[], $16::text[], $11::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
+  DELETE FROM webhook_waits w USING unnest($13::text[], $14::text[], $15::text[], $16::int[]) AS e(merchant_id, webhook_id, endpoint_id, hand)
   WHERE w.merchant_id = e.merchant_id AND w.webhook_id = e.webhook_id AND w.endpoint_id = e.endpoint_id
     AND CASE WHEN e.hand = 0 THEN ${spent('w')} ELSE w.hand = e.hand END
   RETURNING w.merchant_id, w.webhook_id, w.endpoint_id
 ), gone_bodies AS (
   DELETE FROM webhook_bodies b USING gone g WHERE b.merchant_id = g.merchant_id AND b.webhook_id = g.webhook_id AND b.endpoint_id = g.endpoint_id
 )
-SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($14::text[], $17::text[]) AS x(merchant_id, endpoint_id)
+SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($17::text[], $18::text[]) AS x(merchant_id, endpoint_id)
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
 /** Due rows, each with a new hand and a lease; one behind an open circuit parked, unless already (its span is over). */
@@ -148,7 +149,8 @@ WITH due AS (
 ), decided AS (
   SELECT d.*, (NOT d.parked AND d.until > now() AND (d.merchant_id, d.endpoint_id) IN (SELECT merchant_id, endpoint_id FROM open)) AS park FROM due d
 ), parking AS (
-  UPDATE webhook_waits w SET parked = true, pick_at = d.until
+  -- A new hand: a copy whose lease ran out (behind a backlog) is stale, not attempted beside the unpark's or probe's.
+  UPDATE webhook_waits w SET hand = ${NEW_HAND}, parked = true, pick_at = d.until
   FROM decided d WHERE d.park AND w.merchant_id = d.merchant_id AND w.webhook_id = d.webhook_id AND w.endpoint_id = d.endpoint_id
   RETURNING w.merchant_id
 ), handed AS (
@@ -176,15 +178,17 @@ const LOST_PICKS_KEPT = 100;
 /** A current hand gets a lease, counted unless `again`. No delete: a refused one failed every take batched with it. */
 const TAKE = `
 WITH asked AS (
-  SELECT * FROM unnest($1::text[], $2::text[], $5::text[], $3::int[], $7::boolean[]) AS t(merchant_id, webhook_id, endpoint_id, hand, again)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::boolean[]) AS t(merchant_id, webhook_id, endpoint_id, hand, again)
 )
 UPDATE webhook_waits w SET takes = w.takes + CASE WHEN t.again THEN 0 ELSE 1 END,
-  pick_at = CASE WHEN w.takes >= $6 AND NOT t.again THEN NULL ELSE now() + $4::float8 * interval '1 millisecond' END
+  pick_at = CASE WHEN w.takes >= $7 AND NOT t.again THEN NULL ELSE now() + $6::float8 * interval '1 millisecond' END
 FROM asked t
 WHERE w.merchant_id = t.merchant_id AND w.webhook_id = t.webhook_id AND w.endpoint_id = t.endpoint_id AND w.hand = t.hand
-RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $6 AS spent,
+RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $7 AS spent,
   w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
     SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL) AS ended`;
+
+const XACT_STATUS = 'SELECT x AS xid, pg_xact_status(x::xid8) AS status FROM unnest($1::text[]) AS x';
 
 const CIRCUIT_KEY = 'merchant_id AS "merchantId", endpoint_id AS "endpointId"';
 
@@ -217,43 +221,36 @@ export class WaitStore {
     const kept = <T extends object>(items: readonly T[]) => items.filter((item) => !written.has(item));
     const [puts, ends, closes] = [kept(tried), kept(triedEnds), kept(triedCloses)];
     if (puts.length + ends.length + closes.length === 0) return;
-    const last = new Map<string, WaitPut>();
-    for (const put of puts) last.set(`${put.merchantId}\u001f${put.webhookId}\u001f${put.endpointId ?? ''}`, put);
-    const p = [...last.values()];
-    const closing = new Map<string, CircuitKey>();
-    // Of those, the circuits whose endpoint answered (one end that did is enough).
-    const answered = new Set<string>();
-    const keyOf = (c: CircuitKey) => `${c.merchantId}\u001f${c.endpointId}`;
-    // A put that closes is written parked like any wait behind the row, and made due by the unpark.
+    // The last put of each key: a statement writes a row once.
+    const p = [...new Map(puts.map((put) => [keyOf(put), put])).values()];
+    // The circuits to close, `answered` when one end closing it was. A put that closes is written parked
+    // like any wait behind the row, and made due by the unpark.
+    const closing = new Map<string, CircuitKey & { answered: boolean }>();
     for (const e of [...ends, ...p, ...closes.map((c) => ({ ...c, closesCircuit: true }))]) {
       if (!e.closesCircuit) continue;
-      const circuit = { merchantId: e.merchantId, endpointId: e.endpointId ?? '' };
-      closing.set(keyOf(circuit), circuit);
-      if (!('unanswered' in e && e.unanswered)) answered.add(keyOf(circuit));
+      const key = keyOf({ merchantId: e.merchantId, endpointId: e.endpointId });
+      const answered = closing.get(key)?.answered === true || !('unanswered' in e && e.unanswered);
+      closing.set(key, { merchantId: e.merchantId, endpointId: e.endpointId ?? '', answered });
     }
     const params = [
-      p.map((w) => w.merchantId),
-      p.map((w) => w.webhookId),
+      ...keyParams('wait', p),
       p.map((w) => w.hand),
       p.map((w) => w.attempt),
       p.map((w) => w.delayMs),
       p.map((w) => w.reason),
       p.map((w) => JSON.stringify(w.headers)),
       p.map((w) => (w.hand === 0 ? (w.content ?? Buffer.alloc(0)).toString('hex') : null)),
-      ends.map((e) => e.merchantId),
-      ends.map((e) => e.webhookId),
-      ends.map((e) => e.hand),
       p.map((w) => w.spanLeftMs),
       p.map((w) => w.circuitMs ?? null),
-      [...closing.values()].map((c) => c.merchantId),
-      p.map((w) => w.endpointId ?? ''),
-      ends.map((e) => e.endpointId ?? ''),
-      [...closing.values()].map((c) => c.endpointId),
       p.map((w) => w.probe === true),
+      ...keyParams('wait', ends),
+      ends.map((e) => e.hand),
+      ...keyParams('circuit', [...closing.values()]),
     ];
     await inIdentifiedTransaction(this.db, async (tx) => {
       const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
-      if (closing.size > 0 && rows.length > 0) await closeIn(tx, rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id })), (c) => answered.has(keyOf(c)));
+      const circuits = rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
+      if (circuits.length > 0) await closeIn(tx, circuits, (c) => closing.get(keyOf(c))?.answered === true);
     }, (xid) => {
       for (const item of [...puts, ...ends, ...closes]) this.unsure.set(item, xid);
     });
@@ -263,7 +260,10 @@ export class WaitStore {
   private async committed(items: readonly object[]): Promise<Set<object>> {
     const xids = [...new Set(items.flatMap((item) => this.unsure.get(item) ?? []))];
     if (xids.length === 0) return new Set();
-    const done = await committedOf(this.db, xids);
+    const { rows } = await this.db.query<{ xid: string; status: string | null }>(XACT_STATUS, [xids]);
+    // Throws while one is still in progress (its backend not yet aware).
+    if (rows.some((row) => row.status === 'in progress')) throw new Error('an earlier try of this batch of waits is still in progress; tried again');
+    const done = new Set(rows.filter((row) => row.status === 'committed').map((row) => row.xid));
     const written = new Set(items.filter((item) => done.has(this.unsure.get(item) ?? '')));
     for (const item of items) this.unsure.delete(item);
     return written;
@@ -307,13 +307,11 @@ export class WaitStore {
   /** By takeKey. An 'ended' one's wait is to end: a dispatcher killed after its place's end left it. */
   async take(takes: ReadonlyArray<WaitEnd & { again?: boolean }>, leaseMs: number): Promise<Map<string, 'taken' | 'spent' | 'ended'>> {
     const { rows } = await this.db.query<{ merchant_id: string; webhook_id: string; endpoint_id: string; hand: number; spent: boolean; ended: boolean }>(TAKE, [
-      takes.map((t) => t.merchantId),
-      takes.map((t) => t.webhookId),
+      ...keyParams('wait', takes),
       takes.map((t) => t.hand),
-      leaseMs,
-      takes.map((t) => t.endpointId ?? ''),
-      WAIT_TAKE_LIMIT,
       takes.map((t) => t.again === true),
+      leaseMs,
+      WAIT_TAKE_LIMIT,
     ]);
     return new Map(rows.map((row) => [takeKey({ merchantId: row.merchant_id, webhookId: row.webhook_id, endpointId: row.endpoint_id, hand: row.hand }), row.ended ? 'ended' : row.spent ? 'spent' : 'taken']));
   }
@@ -387,5 +385,19 @@ export class WaitStore {
       [filter.merchantId ?? null, filter.limit, filter.endpointId ?? null],
     );
     return rows;
+  }
+}
+
+/** `unsure` is told the id of a transaction that failed otherwise than by a refused row: it may have committed. */
+async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction'>, work: (tx: Queryable) => Promise<T>, unsure: (xid: string) => void): Promise<T> {
+  let xid: string | undefined;
+  try {
+    return await db.transaction(async (tx) => {
+      xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
+      return work(tx);
+    });
+  } catch (err) {
+    if (xid !== undefined && !isDataRefusal(err)) unsure(xid);
+    throw err;
   }
 }

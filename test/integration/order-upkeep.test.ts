@@ -11,7 +11,7 @@ import { waitFor } from '../support/wait.js';
  * after its endpoint stopped ordering (order off, disabled, deleted) looks its place up, and when
  * PostgreSQL did not answer within 2 s it was sent (or skipped) with its place left open: the
  * webhooks behind it waited for ever. PostgreSQL's silence is the gate's look-ups rejecting, as
- * withDeadline rejects them. A healthy head is never ended: neither while it is in flight, however
+ * within(…, 'reject') rejects them. A healthy head is never ended: neither while it is in flight, however
  * the directory changed, nor, old, while its endpoint still orders.
  */
 

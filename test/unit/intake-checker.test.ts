@@ -118,6 +118,17 @@ describe('intake checker', () => {
     expect(await checker.check(key('evt_recorded'), true)).toBe('repeat');
     checker.stop();
   });
+
+  // Upstream published a key twice; a dispatcher killed before settling either left both unacked, and
+  // the broker gives both again in one read. Seen failing: both went on, as neither had a record.
+  it('lets one of two redelivered copies of an unsettled key in one batch go on; the other is carried by it, not looked up in the log', async () => {
+    const { store } = storeOf(async (keys) => ({ repeats: new Set(keys.map((_, i) => i)), recorded: new Set<number>(), changed: new Set<number>() }));
+    const checker = new IntakeChecker(store, silentLogger());
+    expect(await Promise.all([checker.check(key('evt_both'), true), checker.check(key('evt_both'), true)])).toEqual(['first', 'carried']);
+    // A fresh repeat beside a redelivered copy: the redelivered one goes on, once.
+    expect(await Promise.all([checker.check(key('evt_mixed'), false), checker.check(key('evt_mixed'), true), checker.check(key('evt_mixed'), true)])).toEqual(['repeat', 'first', 'carried']);
+    checker.stop();
+  });
   it("leaves of a redelivered repeat's endpoints those the log does not hold (a row from before endpoints is the first endpoint's), and all of them when PostgreSQL does not answer", async () => {
     const answers: Array<() => Promise<string[]>> = [async () => ['ep_b', ''], () => new Promise(() => {})];
     const store = { recordedEndpoints: () => answers.shift()!(), maintain: async () => ({ dropped: [] }) } as unknown as IntakeKeyStore;

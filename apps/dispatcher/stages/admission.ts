@@ -88,7 +88,7 @@ export class AdmissionStage {
   /** The breaker's key of a circuit row's endpoint ('' is a wait's from before endpoints), or undefined when it has none. */
   keyOfCircuit(merchantId: string, endpointId: string): string | undefined {
     const merchant = merchantId === PLATFORM_MERCHANT_ID ? this.platform : this.merchants.byId(merchantId);
-    const webhook = merchant && endpointFor(merchant, { endpointId: endpointId === '' ? undefined : endpointId });
+    const webhook = endpointFor(merchant, { endpointId: endpointId === '' ? undefined : endpointId });
     return webhook && this.endpointOf(merchantId, webhook);
   }
 
@@ -101,9 +101,9 @@ export class AdmissionStage {
 }
 
 /** The endpoint this copy is for: the one its x-endpoint-id names (undefined once deleted), else the merchant's first. */
-export function endpointFor(merchant: Merchant, intake: Pick<IntakeEvent, 'endpointId'>): Endpoint | undefined {
-  if (intake.endpointId === undefined) return merchant.endpoints[0];
-  return merchant.endpoints.find((endpoint) => endpoint.id === intake.endpointId);
+export function endpointFor(merchant: Merchant | undefined, intake: Pick<IntakeEvent, 'endpointId'>) {
+  if (intake.endpointId === undefined) return merchant?.endpoints[0];
+  return merchant?.endpoints.find((endpoint) => endpoint.id === intake.endpointId);
 }
 
 /** Why none of these endpoints takes the event: an enabled one filters it out, else auto-disable or the merchant's choice. */

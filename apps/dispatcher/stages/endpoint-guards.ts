@@ -1,5 +1,4 @@
 import { circuitOf, endpointKey, endpointLabel } from './endpoint-key.js';
-import { ANSWERS_KEPT, mostlyFailed, noteAnswer, type RecentAnswers } from './recent-failures.js';
 
 export interface EndpointGuardOptions {
   maxInFlight: number;
@@ -31,6 +30,30 @@ export type Admission =
   | { kind: 'open'; failures: number; retryInMs: number; lastError?: string }
   /** At its bound and slow: set the delivery aside rather than hold a prefetch slot. */
   | { kind: 'defer' };
+
+/** Answers kept by default. */
+export const ANSWERS_KEPT = 20;
+
+/**
+ * An endpoint's last answers, newest in the lowest bit (1: failed), up to `size` (at most 30): most
+ * of them failing, besides the threshold's failures in a row, tells a dead endpoint from a flaky one.
+ */
+interface RecentAnswers {
+  bits: number;
+  seen: number;
+}
+
+function noteAnswer(recent: RecentAnswers, failed: boolean, size: number): void {
+  recent.bits = ((recent.bits << 1) | (failed ? 1 : 0)) & ((1 << size) - 1);
+  recent.seen = Math.min(recent.seen + 1, size);
+}
+
+/** At least half of the answers held failed (of those seen, for an endpoint seen fewer times than `size`). */
+function mostlyFailed(recent: RecentAnswers): boolean {
+  let failed = 0;
+  for (let bits = recent.bits; bits !== 0; bits &= bits - 1) failed++;
+  return 2 * failed >= recent.seen;
+}
 
 interface EndpointState {
   started: number[];

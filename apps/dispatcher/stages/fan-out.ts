@@ -68,8 +68,7 @@ export async function fanOut(
   handOn: (share: Delivery, intake: IntakeEvent) => Promise<unknown>,
 ): Promise<void> {
   const shares = endpointIds.map(() => new EndpointShare(original));
-  const intakes = endpointIds.map((endpointId): IntakeEvent => ({ ...intake, endpointId }));
-  await Promise.all(shares.map((share, i) => walk(share, intakes[i]!)));
+  await Promise.all(shares.map((share, i) => walk(share, { ...intake, endpointId: endpointIds[i]! })));
   // Its channel gone, the broker has returned the original.
   if (!original.live) return;
   const handing: Promise<unknown>[] = [];

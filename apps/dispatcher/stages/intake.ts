@@ -203,7 +203,7 @@ function timestamp(value: unknown): string | undefined {
 export function keyCheckOf(message: ConsumeMessage, intake: IntakeEvent, upstreamExchange: string): { redelivered: boolean } | undefined {
   if (intake.test) return undefined;
   if (message.fields.exchange === upstreamExchange) return { redelivered: message.fields.redelivered };
-  const movedBack = typeof message.properties.headers?.[HEADERS.originalRoutingKey] === 'string' && intake.endpointId === undefined && !intake.accepted &&
+  const movedBack = intake.movedBack === true && intake.endpointId === undefined && !intake.accepted &&
     intake.attempts + intake.deferrals + intake.postponements === 0;
   return movedBack ? { redelivered: true } : undefined;
 }
