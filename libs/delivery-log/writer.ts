@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type BrokerConnection, BrokerUnroutableError } from '../broker/index.js';
+import { type BrokerConnection, sendDeclaring } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
 import type { DeliveryRecord, DeliveryRecordInput } from './record.js';
@@ -42,6 +42,8 @@ export class DeliveryRecorder {
   private stopping?: Promise<void>;
   private readonly stream: string;
   private readonly onConnected = () => void this.declare().catch(() => {});
+  /** For sendDeclaring: a send no queue took means an operator deleted the stream. */
+  private readonly missing = { declareAgain: () => this.declare(true) };
 
   constructor(
     private readonly broker: BrokerConnection,
@@ -84,7 +86,8 @@ export class DeliveryRecorder {
     return this.stopping;
   }
 
-  private async declare(): Promise<void> {
+  private async declare(missing = false): Promise<void> {
+    if (missing) this.logger.warn('deliveries stream missing; declaring it again', { stream: this.stream });
     await declareQueueSpec(() => this.broker.createChannel(), deliveriesSpec(this.options.prefix, this.options.replication));
   }
 
@@ -102,17 +105,8 @@ export class DeliveryRecorder {
   private async publish(batch: Batch): Promise<void> {
     const content = Buffer.from(`[${batch.records.join(',')}]`);
     const properties = { contentType: 'application/json', headers: { 'x-record-count': batch.records.length } };
-    const send = () => this.broker.sendToQueue(this.stream, content, properties, 10_000);
     try {
-      try {
-        await send();
-      } catch (err) {
-        // An operator deleted the stream: declare it again and send once more.
-        if (!(err instanceof BrokerUnroutableError)) throw err;
-        this.logger.warn('deliveries stream missing; declaring it again', { stream: this.stream });
-        await this.declare();
-        await send();
-      }
+      await sendDeclaring(this.missing, () => this.broker.sendToQueue(this.stream, content, properties, 10_000));
       batch.resolve();
     } catch (err) {
       this.logger.warn('delivery records not confirmed', { stream: this.stream, records: batch.records.length, error: (err as Error).message });

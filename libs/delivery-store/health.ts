@@ -1,6 +1,6 @@
 import { Periodic } from '../runtime/periodic.js';
 import type { Queryable } from './database.js';
-import { caughtUpAt } from './materialise.js';
+import { storedPlace } from './materialise.js';
 
 export interface LogHealthState {
   /** Whether PostgreSQL answered the last check. */
@@ -40,7 +40,7 @@ export class LogHealth {
 
   private async check(): Promise<void> {
     try {
-      this.caughtUp = (await caughtUpAt(this.db, this.stream)) ?? undefined;
+      this.caughtUp = (await storedPlace(this.db, this.stream))?.caughtUpAt;
       this.database = 'up';
     } catch (err) {
       // No table yet: PostgreSQL answered, and no recorder has led on this database so far.

@@ -187,14 +187,19 @@ export async function quarantine(db: Queryable, stream: string, entry: Quarantin
   );
 }
 
-/** When the stream last ended where the log held everything; undefined before that was measured. */
-export async function caughtUpAt(db: Queryable, stream: string): Promise<Date | undefined> {
-  const { rows } = await db.query<{ caught_up_at: Date | null }>('SELECT caught_up_at FROM delivery_log_offsets WHERE stream = $1', [stream]);
-  return rows[0]?.caught_up_at ? new Date(rows[0].caught_up_at) : undefined;
-}
-
-/** The next offset to read, and the fingerprint of the entry before it (null before this was kept). */
-export async function storedPlace(db: Queryable, stream: string): Promise<{ nextOffset: number; lastEntry: string | null } | undefined> {
-  const { rows } = await db.query<{ next_offset: string; last_entry: string | null }>('SELECT next_offset, last_entry FROM delivery_log_offsets WHERE stream = $1', [stream]);
-  return rows[0] ? { nextOffset: Number(rows[0].next_offset), lastEntry: rows[0].last_entry } : undefined;
+/**
+ * The next offset to read, the fingerprint of the entry before it (null before this was kept), and
+ * when the stream last ended where the log held everything (undefined before that was measured).
+ */
+export async function storedPlace(
+  db: Queryable,
+  stream: string,
+): Promise<{ nextOffset: number; lastEntry: string | null; caughtUpAt?: Date } | undefined> {
+  const { rows } = await db.query<{ next_offset: string; last_entry: string | null; caught_up_at: Date | null }>(
+    'SELECT next_offset, last_entry, caught_up_at FROM delivery_log_offsets WHERE stream = $1',
+    [stream],
+  );
+  const row = rows[0];
+  const caughtUpAt = row?.caught_up_at ? new Date(row.caught_up_at) : undefined;
+  return row && { nextOffset: Number(row.next_offset), lastEntry: row.last_entry, caughtUpAt };
 }

@@ -1,80 +1,55 @@
 import { z } from 'zod';
-import type { WebhookStatus } from '../delivery-log/index.js';
 import type { Queryable } from './database.js';
-import { isStorableFeedCursor, isStorableText, isStorableTime } from './bounds.js';
-import { InvalidCursorError, InvalidFilterError, LogQueryTimeoutError, LogUnavailableError } from './errors.js';
-import { foldDeliveries } from './fold.js';
-import type { FeedEvent, RecordView, WebhookDetail, WebhookFilters, WebhookSummary } from './views.js';
+import { isTimeout } from './refusals.js';
+import { NamedError } from '../runtime/named-error.js';
+import { bodyOf, detail, foldDeliveries, summary, type WebhookFilters, type WebhookRow } from './views.js';
 
-interface WebhookRow {
-  webhook_id: string;
-  endpoint_id: string;
-  event: string;
-  refs: string[];
-  status: WebhookStatus;
-  attempts: number;
-  first_seen_at: Date;
-  first_attempt_at: Date | null;
-  last_attempt_at: Date | null;
-  last_http_status: number | null;
-  last_error: string | null;
-  next_attempt_at: Date | null;
-  seq: string;
-  payload?: string | null;
-  records?: Array<Omit<RecordView, 'endpointId'>>;
-  duplicates?: number | null;
-  last_duplicate_at?: Date | null;
-  /** The feed's: folded over the event's deliveries. */
-  event_status?: WebhookStatus;
-  /** A detail's: its last attempt's position in the deliveries stream (null before 0019). */
-  last_attempt_position?: string | null;
+/** What PostgreSQL can hold, checked first: a value it refuses would read as an outage (503). */
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** A time as the API takes it (ISO 8601 with an offset) whose instant lies in years 1 to 9999. */
+export function isStorableTime(text: string): boolean {
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text)) return false;
+  const at = Date.parse(text);
+  return !Number.isNaN(at) && at >= EARLIEST && at <= LATEST;
 }
 
-const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
+/** A feed cursor as digits that fit a bigint. */
+export function isStorableFeedCursor(text: string): boolean {
+  return /^\d{1,19}$/.test(text) && BigInt(text) <= 9_223_372_036_854_775_807n;
+}
 
-/** The body the log stored as text, answered as JSON; one that is not JSON (never a dispatcher's) as its text. */
-function bodyOf(text: string | null | undefined): unknown {
-  if (text === null || text === undefined) return null;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
+/** Text PostgreSQL can store: it refuses NUL in text (SQLSTATE 22021). */
+export function isStorableText(text: string): boolean {
+  return !text.includes('\u0000');
+}
+
+/** PostgreSQL could not be reached or answered with a connection-level error: queries answer 503. */
+export class LogUnavailableError extends NamedError {
+  constructor(cause: unknown) {
+    super(`delivery log database unavailable: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+}
+
+/** A read cancelled by the statement timeout (57014): still a 503, but a narrower read may avoid it. */
+export class LogQueryTimeoutError extends LogUnavailableError {}
+
+export class InvalidCursorError extends NamedError {
+  constructor() {
+    super('The cursor is not one this service gave; pass nextCursor from the previous page');
+  }
+}
+
+/** A filter holding a value PostgreSQL cannot take: the request is wrong (400, never 503). */
+export class InvalidFilterError extends NamedError {
+  constructor(readonly parameter: string, reason: string) {
+    super(`The ${parameter} parameter is not valid: ${reason}`);
   }
 }
 
 const SUMMARY_COLUMNS =
   'webhook_id, endpoint_id, event, refs, status, attempts, first_seen_at, first_attempt_at, last_attempt_at, last_http_status, last_error, next_attempt_at, seq';
-
-function summary(row: WebhookRow): WebhookSummary {
-  return {
-    webhookId: row.webhook_id,
-    endpointId: row.endpoint_id === '' ? null : row.endpoint_id,
-    event: row.event,
-    references: row.refs,
-    status: row.status,
-    attempts: row.attempts,
-    firstSeenAt: iso(row.first_seen_at)!,
-    firstAttemptAt: iso(row.first_attempt_at),
-    lastAttemptAt: iso(row.last_attempt_at),
-    lastHttpStatus: row.last_http_status,
-    lastError: row.last_error,
-    nextAttemptAt: iso(row.next_attempt_at),
-  };
-}
-
-function detail(row: WebhookRow): WebhookDetail {
-  const webhook = summary(row);
-  const { webhookId: _id, event: _event, references: _references, firstSeenAt: _seen, ...delivery } = webhook;
-  return {
-    ...webhook,
-    payload: bodyOf(row.payload),
-    deliveries: [delivery],
-    // json_agg's times are PostgreSQL's ISO text (microseconds, its time zone), not yet the API's.
-    records: (row.records ?? []).map((r) => ({ endpointId: delivery.endpointId, ...r, at: iso(r.at)!, startedAt: iso(r.startedAt), nextAttemptAt: iso(r.nextAttemptAt) })),
-    duplicates: row.duplicates ?? 0,
-    lastDuplicateAt: iso(row.last_duplicate_at ?? null),
-  };
-}
 
 /** The rows `webhooks` selects, each with every record: their time range skips the other days' partitions. */
 const withRecords = (webhooks: string) => `
@@ -122,7 +97,7 @@ async function run<R>(db: Queryable, text: string, params: unknown[]): Promise<R
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
     if (typeof code === 'string' && code.startsWith('22')) throw new InvalidFilterError('query', 'PostgreSQL cannot hold one of its values');
-    if (code === '57014') throw new LogQueryTimeoutError(err);
+    if (isTimeout(err)) throw new LogQueryTimeoutError(err);
     throw new LogUnavailableError(err);
   }
 }
@@ -209,7 +184,7 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
       return page(db, listStatement(merchantId, filters, DETAIL_COLUMNS, withRecords), filters.limit, detail);
     },
 
-    async getWebhook(merchantId: string, webhookId: string): Promise<WebhookDetail | undefined> {
+    async getWebhook(merchantId: string, webhookId: string) {
       if (!isStorableText(webhookId)) throw new InvalidFilterError('webhookId', 'it holds a NUL character');
       const rows = await run<WebhookRow>(
         db,
@@ -223,7 +198,7 @@ export function deliveryLogQueries(db: Queryable, options: { feedPageBytes?: num
     async feed(merchantId: string, after: string | undefined, limit: number) {
       if (after !== undefined && !isStorableFeedCursor(after)) throw new InvalidCursorError();
       const rows = await run<WebhookRow>(db, FEED_STATEMENT, [merchantId, after ?? '0', limit, feedPageBytes]);
-      const events = rows.map((row): FeedEvent => {
+      const events = rows.map((row) => {
         const { webhookId, event, references, firstSeenAt } = summary(row);
         return { cursor: String(row.seq), webhookId, event, references, firstSeenAt, status: row.event_status ?? row.status, payload: bodyOf(row.payload) };
       });

@@ -3,10 +3,9 @@ import type { BrokerConnection, Consumer, Delivery } from '../broker/index.js';
 import type { Logger } from '../logger/index.js';
 import { appendCheckpoint, fingerprintAt, landCheckpoint, offsetOf } from '../streams/index.js';
 import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } from '../topology/index.js';
-import { BatchWriter } from './batch-writer.js';
-import { type Pending, type Prepared, prepareBatch, settle } from './batches.js';
+import { BatchWriter, type Pending, type Prepared, prepareBatch, settle } from './batch-writer.js';
 import type { Database, Session } from './database.js';
-import { caughtUpAt, restartStream, storedPlace } from './materialise.js';
+import { restartStream, storedPlace } from './materialise.js';
 import { isLockRefused } from './refusals.js';
 import { dropExpiredPartitions, ensureDaysAhead, withLockWait } from './schema.js';
 import { Periodic } from '../runtime/periodic.js';
@@ -167,8 +166,7 @@ export class DeliveryLogRecorder {
       // A lock held elsewhere must fail as lock_not_available (retried), never as a statement
       // timeout (which may set a record aside).
       await session.query("SET lock_timeout = '10s'");
-      const measured = await caughtUpAt(session, this.stream);
-      this.state.caughtUpAt = (measured ?? new Date()).getTime();
+      this.state.caughtUpAt = (place?.caughtUpAt ?? new Date()).getTime();
       await this.expire(session);
     } catch (err) {
       this.logger.warn('delivery recorder cannot take the lead yet (database or stream unreachable); retrying', { error: (err as Error).message });

@@ -50,24 +50,18 @@ export function isDataRefusal(err: unknown): boolean {
   return ['22', '23', '54', 'P0'].includes(sqlStateOf(err)?.slice(0, 2) ?? '');
 }
 
+const hasCode = (code: string) => (err: unknown): boolean => codeOf(err) === code;
+
 /** A lock not taken within lock_timeout (55P03): the partitions' upkeep and a migration give way instead of holding a table's queries behind them. */
-export function isLockRefused(err: unknown): boolean {
-  return codeOf(err) === '55P03';
-}
+export const isLockRefused = hasCode('55P03');
 
 /** A right the role lacks (42501: "permission denied for …", "must be owner of …"): `migrate` names the role it runs as. */
-export function isPrivilegeRefused(err: unknown): boolean {
-  return codeOf(err) === '42501';
-}
+export const isPrivilegeRefused = hasCode('42501');
 
 /** A write on a read-only server or session (25006: a standby, default_transaction_read_only): `migrate` says it runs on the primary. */
-export function isReadOnly(err: unknown): boolean {
-  return codeOf(err) === '25006';
-}
+export const isReadOnly = hasCode('25006');
 
-export function isTimeout(err: unknown): boolean {
-  return codeOf(err) === '57014';
-}
+export const isTimeout = hasCode('57014');
 
 /**
  * The recorder's statement was refused for what it carried: a row's refusal (isDataRefusal), or a

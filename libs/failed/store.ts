@@ -29,10 +29,6 @@ export interface FailureKey {
 
 export const failureKeyOf = (key: FailureKey) => `${key.webhookId}\u001f${key.endpointId}`;
 
-/** The rows `keys` name, as a condition on parameters $n (webhook ids) and $n+1 (endpoint ids). */
-const KEYED = (n: number) => `(webhook_id, endpoint_id) IN (SELECT * FROM unnest($${n}::text[], $${n + 1}::text[]))`;
-const keyParams = (keys: readonly FailureKey[]) => [keys.map((k) => k.webhookId), keys.map((k) => k.endpointId)];
-
 /** Rows at the cap: claimed by nothing until their 24 hours are over. */
 const CAPPED = `resends >= ${RESENDS_PER_WEBHOOK_PER_DAY} AND resends_since > now() - interval '24 hours'`;
 
@@ -64,15 +60,11 @@ interface Failure {
 }
 
 /** A claimed row: what a resend republishes. */
-export interface ClaimedFailure extends FailureKey {
-  event: string;
-  failedAt: Date;
-  content: string;
+export interface ClaimedFailure extends FailureKey, Pick<Failure, 'event' | 'failedAt' | 'content' | 'references'> {
   /** Its copy's x-resend (1 for the first resend). */
   resend: number;
   /** Null on a row only the recorder wrote. */
-  headers: Record<string, string | number | boolean> | null;
-  references: string[];
+  headers: Failure['headers'] | null;
 }
 
 export interface FailureRow {
@@ -141,7 +133,8 @@ export class FailedStore {
   /** Claims the unclaimed failures `filter` names: rows another resend holds are skipped, not waited for. */
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
-    const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string; event: string; failed_at: Date; content: string | null; logged: string | null; headers: ClaimedFailure['headers']; merchant_refs: string[]; resend_count: number }>(
+    type Row = Omit<ClaimedFailure, 'content'> & { content: string | null; logged: string | null };
+    const { rows } = await this.db.query<Row>(
       `WITH picked AS (
          SELECT merchant_id, webhook_id, endpoint_id FROM failed_webhooks
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
@@ -149,18 +142,18 @@ export class FailedStore {
        )
        UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = f.resend_count + 1
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id AND f.endpoint_id = picked.endpoint_id
-       RETURNING f.webhook_id, f.endpoint_id, f.event, f.failed_at, f.headers, f.merchant_refs, f.resend_count,
+       RETURNING f.webhook_id AS "webhookId", f.endpoint_id AS "endpointId", f.event, f.failed_at AS "failedAt",
+         f.headers, f.merchant_refs AS "references", f.resend_count AS resend,
          f.content, CASE WHEN f.content IS NULL THEN (SELECT w.payload::text FROM delivery_webhooks w
            WHERE w.merchant_id = f.merchant_id AND w.webhook_id = f.webhook_id AND w.payload IS NOT NULL
            -- A fanned-out webhook has a log row per endpoint, each with the same body: its own endpoint's first.
            ORDER BY w.endpoint_id = f.endpoint_id DESC LIMIT 1) END AS logged`,
       [claimId, leaseMs, ...params],
     );
-    return rows.flatMap((r) => {
+    return rows.flatMap(({ logged, ...r }) => {
       // A row only the recorder wrote: the log's copy of the body (SENDABLE: it has one).
-      const content = r.content ?? messageFromLoggedBody(merchantId, r.event, r.logged ?? '');
-      if (content === undefined) return [];
-      return [{ webhookId: r.webhook_id, endpointId: r.endpoint_id, event: r.event, failedAt: r.failed_at, content, resend: r.resend_count, headers: r.headers, references: referencesOf(merchantId, r.merchant_refs) }];
+      const content = r.content ?? messageFromLoggedBody(merchantId, r.event, logged ?? '');
+      return content === undefined ? [] : [{ ...r, content, references: referencesOf(merchantId, r.references) }];
     });
   }
 
@@ -191,22 +184,25 @@ export class FailedStore {
   }
 
   /** Renews this claim's lease from now; returns the keys it still holds (another resend may have taken a row whose lease ran out). */
-  async renew(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<Set<string>> {
-    if (keys.length === 0) return new Set();
-    const { rows } = await this.db.query<{ webhook_id: string; endpoint_id: string }>(
-      `UPDATE failed_webhooks SET claimed_at = now() WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL AND ${KEYED(3)} RETURNING webhook_id, endpoint_id`,
-      [merchantId, claimId, ...keyParams(keys)],
-    );
-    return new Set(rows.map((r) => failureKeyOf({ webhookId: r.webhook_id, endpointId: r.endpoint_id })));
+  renew(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<Set<string>> {
+    return this.updateHeld('claimed_at = now()', merchantId, keys, claimId);
   }
 
   /** Gives back what this claim surely did not resend, so a retry need not wait for the lease. */
   async release(merchantId: string, keys: readonly FailureKey[], claimId: string): Promise<void> {
-    if (keys.length === 0) return;
-    await this.db.query(
-      `UPDATE failed_webhooks SET claim_id = NULL, claimed_at = NULL WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL AND ${KEYED(3)}`,
-      [merchantId, claimId, ...keyParams(keys)],
+    await this.updateHeld('claim_id = NULL, claimed_at = NULL', merchantId, keys, claimId);
+  }
+
+  /** Sets `set` on the rows `keys` name that this claim holds and has not resent; returns the keys of those. */
+  private async updateHeld(set: string, merchantId: string, keys: readonly FailureKey[], claimId: string) {
+    if (keys.length === 0) return new Set<string>();
+    const { rows } = await this.db.query<FailureKey>(
+      `UPDATE failed_webhooks SET ${set} WHERE merchant_id = $1 AND claim_id = $2 AND resent_at IS NULL
+         AND (webhook_id, endpoint_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))
+       RETURNING webhook_id AS "webhookId", endpoint_id AS "endpointId"`,
+      [merchantId, claimId, keys.map((k) => k.webhookId), keys.map((k) => k.endpointId)],
     );
+    return new Set(rows.map(failureKeyOf));
   }
 
   /** Operators' list, newest first: a merchant's, optionally one reference's, optionally only those not resent. */

@@ -10,16 +10,19 @@ interface Entry {
   served: Merchant;
 }
 
-/** Merchants by id and public key, each at a version that only goes forward, and their endpoints' failing clocks. */
+/**
+ * Merchants by id and public key, each at a version that only goes forward, and their endpoints' failing clocks.
+ * All it holds is its own maps: PgMerchantDirectory (one) takes over a loaded one's at once.
+ */
 export class DirectoryCache {
-  private readonly byIdMap = new Map<string, Entry>();
-  private readonly byKeyMap = new Map<string, string>();
+  private byIdMap = new Map<string, Entry>();
+  private byKeyMap = new Map<string, string>();
   /** Merchant → endpoint → running clock. */
-  private readonly health = new Map<string, Map<string, Health>>();
+  private health = new Map<string, Map<string, Health>>();
   /** Merchant → the row it could not open. */
-  readonly unreadable = new Map<string, { version: number; keyId: string | undefined }>();
+  protected unread = new Map<string, { version: number; keyId: string | undefined }>();
   /** Tombstones' digests, with when each was deleted (ms): a deleted merchant is not one never known. */
-  private readonly buried = new Map<string, number>();
+  private buried = new Map<string, number>();
 
   get size(): number {
     return this.byIdMap.size;
@@ -52,15 +55,15 @@ export class DirectoryCache {
     const bare = withHealth(merchant);
     this.byIdMap.set(merchant.id, { merchant: bare, version, served: withHealth(bare, this.health.get(merchant.id)?.values()) });
     this.byKeyMap.set(merchant.publicKey, merchant.id);
-    const unread = this.unreadable.get(merchant.id);
-    if (unread && unread.version <= version) this.unreadable.delete(merchant.id);
+    const unread = this.unread.get(merchant.id);
+    if (unread && unread.version <= version) this.unread.delete(merchant.id);
     return true;
   }
 
   /** A newer row this program cannot open: the held copy stays. */
   markUnreadable(id: string, version: number, keyId: string | undefined): boolean {
     if ((this.byIdMap.get(id)?.version ?? 0) >= version) return false;
-    this.unreadable.set(id, { version, keyId });
+    this.unread.set(id, { version, keyId });
     return true;
   }
 
@@ -71,7 +74,7 @@ export class DirectoryCache {
     this.byIdMap.delete(id);
     if (this.byKeyMap.get(held.merchant.publicKey) === id) this.byKeyMap.delete(held.merchant.publicKey);
     this.health.delete(id);
-    this.unreadable.delete(id);
+    this.unread.delete(id);
     return true;
   }
 

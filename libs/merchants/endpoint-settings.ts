@@ -2,7 +2,7 @@ import { graceSecrets } from './directory.js';
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError, TooManySecretsError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './settings-input.js';
 import { disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
-import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, urlIdentity, withStatus, type WriteGuards, type Written } from './settings.js';
+import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, urlIdentity, withStatus, type WriteGuards } from './settings.js';
 
 /** Each change of an endpoint is a write of the merchant's versioned document through MerchantSettings. */
 export class EndpointSettings {
@@ -17,7 +17,6 @@ export class EndpointSettings {
     const url = checkWebhookUrl(input.url, this.settings.policy);
     let createdId: string | undefined;
     return this.settings.write('endpoint.create', merchantId, input, guards, (current, issued, now) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
       if (current.endpoints.length >= this.settings.maxEndpoints) throw new EndpointLimitError(merchantId, this.settings.maxEndpoints);
       checkUrlFree(current, url);
       createdId = issued.endpointId();
@@ -39,10 +38,9 @@ export class EndpointSettings {
     });
   }
 
-  patch(merchantId: string, endpointId: string, patch: EndpointPatch, guards: WriteGuards = {}): Promise<Written<{ view: EndpointView }>> {
+  patch(merchantId: string, endpointId: string, patch: EndpointPatch, guards: WriteGuards = {}) {
     const url = patch.url === undefined ? undefined : checkWebhookUrl(patch.url, this.settings.policy);
     return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current, _issued, now) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
       const kept = endpointOf(current, endpointId);
       // Moved elsewhere, it would leave its URL free for a new one, on at once.
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
@@ -58,9 +56,8 @@ export class EndpointSettings {
     }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.settings.now()) }));
   }
 
-  delete(merchantId: string, endpointId: string, guards: WriteGuards = {}): Promise<Written<{ deleted: string }>> {
+  delete(merchantId: string, endpointId: string, guards: WriteGuards = {}) {
     return this.settings.write<{ deleted: string }>('endpoint.delete', merchantId, { endpointId }, guards, (current) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
       // Deleted, it would leave its URL free for a new one: the operator's disable undone.
       const gone = endpointOf(current, endpointId);
       if (guards.by === 'merchant' && disabledByOperator(gone)) throw new DisabledByOperatorError(merchantId);
@@ -72,7 +69,6 @@ export class EndpointSettings {
     const secret = newWebhookSecret();
     // The grace stamped by PostgreSQL's time of the write, by which it is judged, not this host's.
     return this.settings.write('endpoint.rotate', merchantId, { endpointId, graceSeconds }, guards, (current, _issued, now) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
       return replaced(current, rotatedEndpoint(merchantId, endpointOf(current, endpointId), secret, graceSeconds, now));
     }, (next) => {
       const replacedSecret = graceSeconds > 0 ? endpointOf(next, endpointId).previousSecrets?.[0] : undefined;

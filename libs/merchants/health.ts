@@ -2,12 +2,8 @@ import type { Queryable } from '../delivery-store/index.js';
 import type { Endpoint, Merchant } from './schema.js';
 
 /** A failing clock, measured on `url`; a cleared one keeps its row, so that the poll sees the clearing. */
-export interface Health {
-  endpointId: string;
-  url: string;
-  failingSince: string;
-  lastFailureAt?: string;
-}
+export type Health = { endpointId: string } & Required<Pick<Endpoint, 'url' | 'failingSince'>> &
+  Pick<Endpoint, 'lastFailureAt'>;
 
 export interface HealthRow {
   merchant_id: string;
@@ -18,6 +14,8 @@ export interface HealthRow {
 }
 
 export const HEALTH_COLUMNS = 'merchant_id, endpoint_id, url, failing_since, last_failure_at';
+
+const CLEARED = 'failing_since = NULL, last_failure_at = NULL';
 
 const iso = (value: Date | string | null): string | undefined => (value === null ? undefined : new Date(value).toISOString());
 
@@ -60,27 +58,25 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
   const endpointId = owner[0]?.id;
   if (!owner[0]?.enabled || !endpointId) return undefined;
   const now = new Date(owner[0].now);
-  const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2 FOR UPDATE`, [merchantId, endpointId]);
+  const one = `FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2`;
+  const { rows: held } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} ${one} FOR UPDATE`, [merchantId, endpointId]);
   const found = held[0] && healthOf(held[0]);
   const current = found && found.url === url ? found : undefined;
   const as = (rows: HealthRow[]) => ({ endpointId, clock: rows[0] && healthOf(rows[0]), now, wrote: rows.length > 0 });
-  if (fact.kind === 'succeeded') {
-    if (!current || Date.parse(current.failingSince) > now.getTime() - fact.agoMs) return { endpointId, clock: current, now, wrote: false };
+  const update = async (set: string) => {
     const { rows } = await tx.query<HealthRow>(
-      `UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
+      `UPDATE endpoint_health SET ${set}, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
       [merchantId, endpointId],
     );
     return as(rows);
+  };
+  if (fact.kind === 'succeeded') {
+    if (!current || Date.parse(current.failingSince) > now.getTime() - fact.agoMs) return { endpointId, clock: current, now, wrote: false };
+    return update(CLEARED);
   }
   // Running, not stale (the rule of clockState in libs/operational).
   const lastFailure = current && Math.max(Date.parse(current.failingSince), Date.parse(current.lastFailureAt ?? current.failingSince));
-  if (current && now.getTime() - lastFailure! <= fact.afterMs / 5) {
-    const { rows } = await tx.query<HealthRow>(
-      `UPDATE endpoint_health SET last_failure_at = now(), change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = $2 RETURNING ${HEALTH_COLUMNS}`,
-      [merchantId, endpointId],
-    );
-    return as(rows);
-  }
+  if (current && now.getTime() - lastFailure! <= fact.afterMs / 5) return update('last_failure_at = now()');
   // A flapping endpoint writes nothing: a clock starts only from a tenth of failures.
   if (fact.streakMs * 10 < fact.afterMs) return { endpointId, clock: undefined, now, wrote: false };
   // A row that was not there when read may have been made since by another dispatcher: its clock is kept.
@@ -92,14 +88,14 @@ export async function writeHealth(tx: Queryable, merchantId: string, url: string
     [merchantId, endpointId, url, Math.round(fact.streakMs), held.length > 0],
   );
   if (rows.length > 0) return as(rows);
-  const { rows: made } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE merchant_id = $1 AND endpoint_id = $2`, [merchantId, endpointId]);
+  const { rows: made } = await tx.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} ${one}`, [merchantId, endpointId]);
   return { ...as(made), wrote: false };
 }
 
 /** For a settings write that turned an endpoint off or on, or pointed it elsewhere. */
 export async function clearHealth(tx: Queryable, merchantId: string, endpointIds: readonly string[]): Promise<void> {
   await tx.query(
-    'UPDATE endpoint_health SET failing_since = NULL, last_failure_at = NULL, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[]) AND failing_since IS NOT NULL',
+    `UPDATE endpoint_health SET ${CLEARED}, change_xid = pg_current_xact_id() WHERE merchant_id = $1 AND endpoint_id = ANY($2::text[]) AND failing_since IS NOT NULL`,
     [merchantId, endpointIds],
   );
 }

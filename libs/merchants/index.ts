@@ -1,7 +1,7 @@
 export { directoryNow, type MerchantDirectory, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
 export { DISABLED_REASONS, type DisabledReason, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export { isUnavailable, MerchantStoreUnavailableError, PgMerchantDirectory } from './pg-directory.js';
-export { IdempotencyKeyReusedError, VersionMismatchError, type Written } from './write.js';
+export { IdempotencyKeyReusedError, VersionMismatchError } from './write.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, AuditUnavailableError, listAudit, recordAudit } from './audit.js';
 export { resealSecrets, webhookSettingsOf } from './rows.js';
@@ -9,7 +9,7 @@ export { type Health, type HealthFact } from './health.js';
 export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export * from './errors.js';
 export * from './settings-input.js';
-export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type SettingsResult, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
+export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
 export { type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRates } from './endpoint-rate.js';
 export { openMerchants, readMerchantsFile } from './open.js';
 export { EndpointSettings, endpointViewsOf } from './endpoint-settings.js';

@@ -5,7 +5,6 @@ import { DirectoryCache } from './cache.js';
 import type { MerchantDirectory } from './directory.js';
 import { HEALTH_COLUMNS, type HealthFact, type HealthRow, healthOf, writeHealth } from './health.js';
 import { CHANGES_CHANNEL, MERCHANT_COLUMNS, type MerchantRow, merchantOf, sealedSecretsOf, TOMBSTONE_KEEP_MS } from './rows.js';
-import type { Merchant } from './schema.js';
 import { keyIdOf, type SecretBox, SecretsKeyError } from './secret-box.js';
 import { InvalidSettingsError, PublicKeyTakenError } from './errors.js';
 import { Periodic } from '../runtime/periodic.js';
@@ -54,8 +53,7 @@ const POSITION_NOW = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS cu
       'merchants'::regclass::oid) AS history`;
 
 /** Served from memory; a NOTIFY, or a poll, reads changes since the oldest transaction running at the last look. */
-export class PgMerchantDirectory implements MerchantDirectory {
-  private cache = new DirectoryCache();
+export class PgMerchantDirectory extends DirectoryCache implements MerchantDirectory {
   private position?: Position;
   private pgTime?: { ms: number; at: number };
   private polledAt = 0;
@@ -74,11 +72,13 @@ export class PgMerchantDirectory implements MerchantDirectory {
     private readonly box: SecretBox,
     private readonly logger: Logger,
     private readonly options: PgDirectoryOptions = {},
-  ) {}
+  ) {
+    super();
+  }
 
   /** Merchants whose newest row is sealed with a key this program lacks: it serves their last readable version. */
   get unreadable(): Array<{ merchantId: string; version: number; keyId: string | undefined }> {
-    return [...this.cache.unreadable].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
+    return [...this.unread].map(([merchantId, { version, keyId }]) => ({ merchantId, version, keyId }));
   }
 
   /** Loads every merchant, waiting at most `startStallMs` without progress; safe twice, a no-op once closed. */
@@ -103,7 +103,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
       }
     }
     this.loaded = true;
-    this.logger.info('merchant directory loaded', { merchants: this.cache.size });
+    this.logger.info('merchant directory loaded', { merchants: this.size });
     if (this.stopped) return;
     // Notifications lost while the LISTEN is away are found by the poll made after each (re)start.
     this.listening = keepListening(this.db, CHANGES_CHANNEL, { heard: () => void this.poll(), connected: () => void this.poll() });
@@ -117,24 +117,9 @@ export class PgMerchantDirectory implements MerchantDirectory {
     await this.polling;
   }
 
-  byId(id: string): Merchant | undefined {
-    return this.cache.byId(id);
-  }
-
-  byPublicKey(publicKey: string): Merchant | undefined {
-    return this.cache.byPublicKey(publicKey);
-  }
-
-  versionOf(id: string): number | undefined {
-    return this.cache.versionOf(id);
-  }
-
-  deleted(id: string): boolean {
-    return this.cache.deleted(id, () => this.clock().getTime());
-  }
-
-  list(): Merchant[] {
-    return this.cache.list();
+  /** By PostgreSQL's clock (clock()). */
+  override deleted(id: string, now = () => this.clock().getTime()): boolean {
+    return super.deleted(id, now);
   }
 
   /** PostgreSQL's clock as last read plus the time since on this host's monotonic clock, never its wall clock. */
@@ -158,7 +143,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         const written = await this.db.transaction((tx) => writeMerchant(tx, this.box, merchantId, change, options));
         // Taken before the notification, so a 412's next GET answers the version to send.
         if (written.held) this.hold(written.held);
-        for (const endpointId of written.clockCleared ?? []) this.cache.setHealth(merchantId, endpointId, undefined);
+        for (const endpointId of written.clockCleared ?? []) this.setHealth(merchantId, endpointId, undefined);
         return written;
       } catch (err) {
         if (err instanceof Refusal) {
@@ -181,7 +166,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
 
   /** What a write left, its secrets unopened where this program opens none. */
   private hold({ merchant, version, row }: Held): void {
-    this.cache.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
+    this.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
   }
 
   /** Applies a dispatcher's fact to the failing clock of the endpoint at `url` (see writeHealth). */
@@ -193,7 +178,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
     }).catch((err: unknown) => {
       throw isUnavailable(err) ? new MerchantStoreUnavailableError(err) : err;
     });
-    if (written) this.cache.setHealth(merchantId, written.endpointId, written.clock);
+    if (written) this.setHealth(merchantId, written.endpointId, written.clock);
     return written;
   }
 
@@ -221,7 +206,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
       [TOMBSTONE_KEEP_MS],
     );
     for (const { id_digest, deleted_ms } of tombstones) cache.bury(id_digest, deleted_ms);
-    this.cache = cache;
+    Object.assign(this, cache);
     this.position = position;
     this.polledAt = performance.now();
   }
@@ -244,7 +229,7 @@ export class PgMerchantDirectory implements MerchantDirectory {
         servedVersion: cache.versionOf(row.id) ?? null,
       });
     }
-    cache.keepFrom(this.cache, row.id);
+    cache.keepFrom(this, row.id);
   }
 
   /** Calls while one runs make it run once more after. */
@@ -294,18 +279,18 @@ export class PgMerchantDirectory implements MerchantDirectory {
       this.db.query<HealthRow>(`SELECT ${HEALTH_COLUMNS} FROM endpoint_health WHERE change_xid >= $1::xid8`, since),
     ]);
     for (const row of rows) {
-      if ((this.cache.versionOf(row.id) ?? 0) < Number(row.version)) this.take(this.cache, row, false);
+      if ((this.versionOf(row.id) ?? 0) < Number(row.version)) this.take(this, row, false);
     }
     if (tombstones.length > 0) {
-      const digests = this.cache.digests();
+      const digests = this.digests();
       for (const tombstone of tombstones) {
-        this.cache.bury(tombstone.id_digest, tombstone.deleted_ms);
+        this.bury(tombstone.id_digest, tombstone.deleted_ms);
         const id = digests.get(tombstone.id_digest);
-        if (id !== undefined && this.cache.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
+        if (id !== undefined && this.drop(id, Number(tombstone.version))) this.logger.info('merchant deleted; no longer served', { merchantId: id });
       }
-      this.cache.forgetExpired(this.clock().getTime());
+      this.forgetExpired(this.clock().getTime());
     }
-    for (const row of clocks) this.cache.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
+    for (const row of clocks) this.setHealth(row.merchant_id, row.endpoint_id, healthOf(row));
     this.position = position;
     this.polledAt = performance.now();
   }

@@ -42,21 +42,23 @@ export function merchantOf(row: MerchantRow, box: SecretBox, open = true): Merch
   if (row.endpoints.length === 0 || sealed === null) return { id: row.id, publicKey: row.public_key, endpoints: [] };
   let opened: SealedSecrets | undefined;
   const secrets = () => (opened ??= byEndpoint(JSON.parse(box.open(sealed, row.id, sealedSecretsOf(row))) as SealedSecrets | Secrets, row.endpoints[0]!.id));
-  if (open) secrets();
   const endpoints = row.endpoints.map(({ previousSecrets: expiries, ...settings }) => {
-    const endpoint = { ...settings } as Endpoint;
     const mine = () => secrets()[settings.id];
-    Object.defineProperty(endpoint, 'secret', { enumerable: true, configurable: true, get: () => mine()?.secret ?? '' });
+    const endpoint = withSecret<Endpoint>({ ...settings, secret: '' }, () => mine()?.secret ?? '', open);
     if (expiries?.length) {
-      endpoint.previousSecrets = expiries.map(({ expiresAt }, i) => {
-        const grace = { expiresAt } as { secret: string; expiresAt: string };
-        Object.defineProperty(grace, 'secret', { enumerable: true, configurable: true, get: () => mine()?.previous?.[i] ?? '' });
-        return grace;
-      });
+      endpoint.previousSecrets = expiries.map(({ expiresAt }, i) =>
+        withSecret({ secret: '', expiresAt }, () => mine()?.previous?.[i] ?? '', open));
     }
-    return open ? settle(endpoint) : endpoint;
+    return endpoint;
   });
   return { id: row.id, publicKey: row.public_key, endpoints };
+}
+
+/** `open`: the secret as a plain field (a dispatcher reads it for every delivery); else opened on first read. */
+function withSecret<T extends { secret: string }>(target: T, secret: () => string, open: boolean): T {
+  if (open) target.secret = secret();
+  else Object.defineProperty(target, 'secret', { enumerable: true, configurable: true, get: secret });
+  return target;
 }
 
 /** Where a merchant's sealed secrets are, for a message: never a value. */
@@ -69,12 +71,6 @@ export function sealedSecretsOf(row: Pick<MerchantRow, 'id' | 'endpoints'>): str
 /** Sealed secrets by endpoint; a row sealed before migration 0011 holds its one endpoint's alone. */
 function byEndpoint(sealed: SealedSecrets | Secrets, first: string): SealedSecrets {
   return typeof sealed.secret === 'string' ? { [first]: sealed as Secrets } : (sealed as SealedSecrets);
-}
-
-/** The endpoint with its secrets as plain fields (a dispatcher reads them for every delivery). */
-function settle(endpoint: Endpoint): Endpoint {
-  const { secret, previousSecrets, ...rest } = endpoint;
-  return { ...rest, secret, ...(previousSecrets ? { previousSecrets: previousSecrets.map(({ secret: value, expiresAt }) => ({ secret: value, expiresAt })) } : {}) } as Endpoint;
 }
 
 /** [public_key, endpoints, secrets]. The failing clock is not the row's. */

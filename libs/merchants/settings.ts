@@ -84,14 +84,6 @@ export function newWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64')}`;
 }
 
-export interface SettingsResult {
-  view: MerchantView;
-  created: boolean;
-}
-
-/** A result, whether it replays an earlier write's, and the version after the write (its ETag). */
-export type Written<T> = T & { replayed: boolean; version: number };
-
 /** Off, it says why and when (kept while off); on again or moved, it starts over. `disabling`: the operator disables. */
 export function withStatus(kept: Endpoint | undefined, next: Endpoint, now: Date, by: 'operator' | 'merchant' = 'operator', disabling = false): Endpoint {
   const { disabledReason: _reason, disabledAt: _at, disabledBy: _by, failingSince: _since, lastFailureAt: _last, ...base } = next;
@@ -161,6 +153,10 @@ export class MerchantSettings {
     readonly maxEndpoints: number = MAX_ENDPOINTS_PER_MERCHANT,
   ) {}
 
+  /** What a put or a patch answers. */
+  private readonly answer = (next: Merchant, current: Merchant | undefined) =>
+    ({ view: viewOf(next, this.now()), created: current === undefined });
+
   merchant(merchantId: string): Merchant | undefined {
     return this.directory.byId(merchantId);
   }
@@ -180,21 +176,20 @@ export class MerchantSettings {
   }
 
   /** Creates a merchant or replaces its own settings; its endpoints are written through EndpointSettings. */
-  put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
+  put(merchantId: string, input: MerchantInput, guards: WriteGuards = {}) {
     if (merchantId === PLATFORM_MERCHANT_ID) return Promise.reject(new InvalidSettingsError('merchant id', `is reserved for the platform's operational webhook (${PLATFORM_MERCHANT_ID})`));
-    return this.write<SettingsResult>('put', merchantId, input, guards, (current) => {
+    return this.write('put', merchantId, input, guards, (current: Merchant | undefined) => {
       this.checkPublicKey(merchantId, input.publicKey);
       return { id: merchantId, publicKey: input.publicKey, endpoints: current?.endpoints ?? [] };
-    });
+    }, this.answer);
   }
 
-  patch(merchantId: string, patch: MerchantPatch, guards: WriteGuards = {}): Promise<Written<SettingsResult>> {
-    return this.write<SettingsResult>('patch', merchantId, patch, guards, (current) => {
-      if (!current) throw new MerchantNotFoundError(merchantId);
+  patch(merchantId: string, patch: MerchantPatch, guards: WriteGuards = {}) {
+    return this.write('patch', merchantId, patch, guards, (current) => {
       const publicKey = patch.publicKey ?? current.publicKey;
       this.checkPublicKey(merchantId, publicKey);
       return { ...current, publicKey };
-    });
+    }, this.answer);
   }
 
   private checkPublicKey(merchantId: string, publicKey: string): void {
@@ -202,27 +197,26 @@ export class MerchantSettings {
     if (owner && owner.id !== merchantId) throw new PublicKeyTakenError();
   }
 
-  /** `change` may be applied more than once (after a race): a secret or id it issues is the same each time. */
+  /**
+   * `change` may be applied more than once (after a race): a secret or id it issues is the same each time.
+   * Only a put is given no merchant; the others are refused with MerchantNotFoundError first.
+   */
   async write<T extends object>(
     operation: 'put' | 'patch' | 'endpoint.create' | 'endpoint.patch' | 'endpoint.delete' | 'endpoint.rotate',
     merchantId: string,
     input: unknown,
     { idempotencyKey, ifVersion, actor }: WriteGuards,
-    change: (current: Merchant | undefined, issued: { secret(): string; endpointId(): string }, now: Date) => Merchant,
-    resultOf?: (next: Merchant, current: Merchant | undefined) => T,
-  ): Promise<Written<T>> {
-    let issuedSecret: string | undefined;
-    let issuedId: string | undefined;
-    const issued = { secret: () => (issuedSecret ??= newWebhookSecret()), endpointId: () => (issuedId ??= newEndpointId()) };
+    change: (current: Merchant, issued: { secret(): string; endpointId(): string }, now: Date) => Merchant,
+    result: (next: Merchant, current: Merchant | undefined) => T,
+  ) {
+    const made: { secret?: string; endpointId?: string } = {};
+    const issued = { secret: () => (made.secret ??= newWebhookSecret()), endpointId: () => (made.endpointId ??= newEndpointId()) };
     let before: Merchant | undefined;
     const apply = (current: Merchant | undefined, now: Date) => {
       before = current;
-      return change(current, issued, now);
+      if (!current && operation !== 'put') throw new MerchantNotFoundError(merchantId);
+      return change(current!, issued, now);
     };
-    const result =
-      resultOf ??
-      ((next: Merchant, current: Merchant | undefined) =>
-        ({ view: viewOf(next, this.now()), created: current === undefined }) as unknown as T);
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) throw new InvalidIdempotencyKeyError();
     const idempotency = idempotencyKey === undefined ? undefined : {
       key: idempotencyKey,
@@ -234,6 +228,7 @@ export class MerchantSettings {
       for (const transition of transitionsOf(before, written.merchant, this.now())) await this.announce(transition);
     }
     const answer = (written.replayed || idempotency ? written.result : result(written.merchant, written.created ? undefined : written.merchant)) as T;
+    // The version after the write is its ETag.
     return { ...answer, replayed: written.replayed, version: written.version };
   }
 }

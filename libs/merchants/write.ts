@@ -42,9 +42,14 @@ export interface WriteOptions {
   by?: Actor;
 }
 
-export interface Written {
+/** The merchant as a write left it, under its row's lock, so current, whatever the outcome (`row`: sealed). */
+export interface Held {
   merchant: Merchant;
   version: number;
+  row: MerchantRow;
+}
+
+export interface Written extends Omit<Held, 'row'> {
   created: boolean;
   changed: boolean;
   /** Computed now, or the one recorded under its key (`replayed`). */
@@ -52,13 +57,6 @@ export interface Written {
   replayed: boolean;
   clockCleared?: string[];
   held?: Held;
-}
-
-/** The merchant as a write left it, under its row's lock, so current, whatever the outcome (`row`: sealed). */
-export interface Held {
-  merchant: Merchant;
-  version: number;
-  row: MerchantRow;
 }
 
 /** A write refused for what it asked: rolled back, and thrown as it is, with the row it was refused on. */
@@ -81,7 +79,7 @@ export async function writeMerchant(
 ): Promise<Written> {
   // The clocks read after the row is locked, in a statement of their own: its snapshot is newer than the lock wait.
   const { rows } = await tx.query<MerchantRow & { now: Date }>(
-    `SELECT ${MERCHANT_COLUMNS.split(', ').map((column) => `m.${column}`).join(', ')}, now() AS now FROM merchants m WHERE m.id = $1 FOR UPDATE OF m`,
+    `SELECT ${MERCHANT_COLUMNS}, now() AS now FROM merchants WHERE id = $1 FOR UPDATE`,
     [merchantId],
   );
   const { rows: health } = await tx.query<HealthRow & { now: Date }>(

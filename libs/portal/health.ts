@@ -24,20 +24,19 @@ export async function endpointHealth(db: Queryable, merchantId: string) {
       throw new LogUnavailableError(err);
     }
   };
-  const [byHour, durations] = await Promise.all([
-    run<{ hour: Date | string; status: string; endpoint_id: string; n: string }>(
-      // The UTC hour: date_trunc alone cuts at the session's time zone's hours (+05:30: half past).
-      `SELECT date_trunc('hour', first_seen_at, 'UTC') AS hour, status, endpoint_id, count(*) AS n FROM delivery_webhooks
-       WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2, 3`,
-      [merchantId, since],
-    ),
-    run<{ attempts: string; p50: number | null; p95: number | null }>(
-      `SELECT count(*) AS attempts, percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
-              percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
-       FROM delivery_records WHERE merchant_id = $1 AND at >= $2::timestamptz AND started_at IS NOT NULL AND duration_ms IS NOT NULL`,
-      [merchantId, since],
-    ),
-  ]);
+  // One after the other: a read of one merchant holds one of the log's connections, as its concurrency limit counts.
+  const byHour = await run<{ hour: Date | string; status: string; endpoint_id: string; n: string }>(
+    // The UTC hour: date_trunc alone cuts at the session's time zone's hours (+05:30: half past).
+    `SELECT date_trunc('hour', first_seen_at, 'UTC') AS hour, status, endpoint_id, count(*) AS n FROM delivery_webhooks
+     WHERE merchant_id = $1 AND first_seen_at >= $2::timestamptz GROUP BY 1, 2, 3`,
+    [merchantId, since],
+  );
+  const durations = await run<{ attempts: string; p50: number | null; p95: number | null }>(
+    `SELECT count(*) AS attempts, percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms) AS p50,
+            percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms) AS p95
+     FROM delivery_records WHERE merchant_id = $1 AND at >= $2::timestamptz AND started_at IS NOT NULL AND duration_ms IS NOT NULL`,
+    [merchantId, since],
+  );
   const hours = Array.from({ length: 24 }, (_, i) => ({ hour: new Date(firstHour + i * HOUR_MS).toISOString(), ...noCounts() }));
   const totals = noCounts();
   const perEndpoint = new Map<string, { endpointId: string } & Counts>();

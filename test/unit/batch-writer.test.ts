@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { DeliveryRecord } from '../../libs/delivery-log/index.js';
-import type { Prepared } from '../../libs/delivery-store/batches.js';
+import type { Prepared } from '../../libs/delivery-store/batch-writer.js';
 import { BatchWriter } from '../../libs/delivery-store/batch-writer.js';
 import type { Queryable, Session } from '../../libs/delivery-store/database.js';
 import { silentLogger } from '../../libs/logger/index.js';

@@ -1,4 +1,4 @@
-import { foldDeliveries } from '../../libs/delivery-store/fold.js';
+import { foldDeliveries } from '../../libs/delivery-store/views.js';
 import type { WebhookDetail } from '../../libs/delivery-store/views.js';
 
 function delivery(endpointId: string, over: Partial<WebhookDetail>): WebhookDetail {
