@@ -37,8 +37,7 @@ export function adminRouter(deps: ApiDeps): express.Router {
     next();
   });
 
-  mount(router, 'getMerchant', async (_req, res, { params }) => {
-    const merchantId = params.merchantId as string;
+  mount(router, 'getMerchant', async (_req, res, { params: { merchantId } }) => {
     const merchant = deps.merchants.byId(merchantId);
     if (!merchant) throw notFound('merchant_not_found', `No merchant ${merchantId}`);
     // The version of this body, read with it: after the rates' query a write heard meanwhile would give a newer one.
@@ -46,24 +45,21 @@ export function adminRouter(deps: ApiDeps): express.Router {
     send(res, 200, `merchant ${merchantId}`, await withCurrentRate(deps.audit, viewOf(merchant, directoryNow(deps.merchants))), version);
   }, base);
 
-  mount(router, 'putMerchant', async (req, res, { params }) => {
-    const merchantId = params.merchantId as string;
+  mount(router, 'putMerchant', async (req, res, { params: { merchantId } }) => {
     const written = await deps.settings.put(merchantId, bodyOf(merchantInputSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings saved through the admin API', { merchantId, created: written.created, replayed: written.replayed });
     const message = `merchant ${merchantId} ${written.created ? 'created' : 'updated'}`;
     send(res, written.created ? 201 : 200, message, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
 
-  mount(router, 'patchMerchant', async (req, res, { params }) => {
-    const merchantId = params.merchantId as string;
+  mount(router, 'patchMerchant', async (req, res, { params: { merchantId } }) => {
     const written = await deps.settings.patch(merchantId, bodyOf(merchantPatchSchema, req), guardsOf(req, res));
     deps.logger.info('merchant settings changed through the admin API', { merchantId, replayed: written.replayed });
     send(res, 200, `merchant ${merchantId} updated`, await withCurrentRate(deps.audit, written.view), written.version, written.replayed);
   }, base);
 
-  mount(router, 'getMerchantAudit', async (_req, res, { params, query }) => {
-    const merchantId = params.merchantId as string;
-    const entries = await listAudit(deps.audit, merchantId, (query.limit as number | undefined) ?? AUDIT_PAGE_LIMIT.default, query.before as string | undefined).catch((err: unknown) => {
+  mount(router, 'getMerchantAudit', async (_req, res, { params: { merchantId }, query }) => {
+    const entries = await listAudit(deps.audit, merchantId, query.limit ?? AUDIT_PAGE_LIMIT.default, query.before).catch((err: unknown) => {
       throw isUnavailable(err) ? new MerchantStoreUnavailableError(err) : err;
     });
     res.json({ message: `${entries.length} audit entr${entries.length === 1 ? 'y' : 'ies'} of merchant ${merchantId}`, error: null, data: { entries, nextBefore: entries.at(-1)?.id ?? null } });
@@ -76,56 +72,49 @@ export function adminRouter(deps: ApiDeps): express.Router {
   return router;
 }
 
-/** A merchant's endpoints, one at a time (endpoint-routes.ts): each write is a write of the merchant. */
+/** A merchant's endpoints, one at a time (routes.ts): each write is a write of the merchant. */
 function mountEndpoints(router: express.Router, deps: ApiDeps, base: string): void {
   const endpoints = () => new EndpointSettings(deps.settings);
-  const ids = (params: Record<string, unknown>) => ({ merchantId: params.merchantId as string, endpointId: params.endpointId as string });
   const versionOf = (merchantId: string) => deps.settings.versionOf(merchantId);
   // Reads from the directory this replica holds, as the merchant's own GET.
   const shown = (merchantId: string, endpointId?: string) => endpointViewsOf(deps.merchants.byId(merchantId), merchantId, directoryNow(deps.merchants), endpointId);
 
   // A GET's ETag is read with its body, before the rates' query: read after it, a write heard
   // meanwhile gave the old body a newer version, and an If-Match with it overwrote a change never seen.
-  mount(router, 'listEndpoints', async (_req, res, { params }) => {
-    const merchantId = params.merchantId as string;
+  mount(router, 'listEndpoints', async (_req, res, { params: { merchantId } }) => {
     const views = shown(merchantId);
     const version = versionOf(merchantId);
     const data = { endpoints: await withEndpointRates(deps.audit, merchantId, views) };
     send(res, 200, `${views.length} endpoint${views.length === 1 ? '' : 's'} of merchant ${merchantId}`, data, version);
   }, base);
 
-  mount(router, 'getEndpoint', async (_req, res, { params }) => {
-    const { merchantId, endpointId } = ids(params);
+  mount(router, 'getEndpoint', async (_req, res, { params: { merchantId, endpointId } }) => {
     const views = shown(merchantId, endpointId);
     const version = versionOf(merchantId);
     const [view] = await withEndpointRates(deps.audit, merchantId, views);
     send(res, 200, `endpoint ${endpointId} of merchant ${merchantId}`, view, version);
   }, base);
 
-  mount(router, 'createEndpoint', async (req, res, { params }) => {
-    const merchantId = params.merchantId as string;
+  mount(router, 'createEndpoint', async (req, res, { params: { merchantId } }) => {
     const written = await endpoints().create(merchantId, bodyOf(endpointInputSchema, req), guardsOf(req, res));
     deps.logger.info('endpoint created through the admin API', { merchantId, endpointId: written.view.id, replayed: written.replayed });
     send(res, 201, `endpoint ${written.view.id} of merchant ${merchantId} created`, { ...written.view, secret: written.secret }, written.version, written.replayed);
   }, base);
 
-  mount(router, 'patchEndpoint', async (req, res, { params }) => {
-    const { merchantId, endpointId } = ids(params);
+  mount(router, 'patchEndpoint', async (req, res, { params: { merchantId, endpointId } }) => {
     const written = await endpoints().patch(merchantId, endpointId, bodyOf(endpointPatchSchema, req), guardsOf(req, res));
     deps.logger.info('endpoint changed through the admin API', { merchantId, endpointId, replayed: written.replayed });
     const [view] = await withEndpointRates(deps.audit, merchantId, [written.view]);
     send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} updated`, view, written.version, written.replayed);
   }, base);
 
-  mount(router, 'deleteEndpoint', async (req, res, { params }) => {
-    const { merchantId, endpointId } = ids(params);
+  mount(router, 'deleteEndpoint', async (req, res, { params: { merchantId, endpointId } }) => {
     const written = await endpoints().delete(merchantId, endpointId, guardsOf(req, res));
     deps.logger.info('endpoint deleted through the admin API', { merchantId, endpointId, replayed: written.replayed });
     send(res, 200, `endpoint ${endpointId} of merchant ${merchantId} deleted`, { deleted: written.deleted }, written.version, written.replayed);
   }, base);
 
-  mount(router, 'rotateEndpointSecret', async (req, res, { params }) => {
-    const { merchantId, endpointId } = ids(params);
+  mount(router, 'rotateEndpointSecret', async (req, res, { params: { merchantId, endpointId } }) => {
     const input = bodyOf(rotateInputSchema, req);
     const { replayed, version, ...rotated } = await endpoints().rotate(merchantId, endpointId, input.graceSeconds, guardsOf(req, res));
     deps.logger.info('endpoint secret rotated', { merchantId, endpointId, previousSecretExpiresAt: rotated.previousSecretExpiresAt, replayed });

@@ -1,8 +1,12 @@
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { finished } from 'node:stream';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
+import { ATTR, contextFromHeaders, SpanKind, tracer, tracingActive } from '../../libs/tracing/index.js';
 import { adminRouter } from './admin.js';
 import type { ApiDeps } from './deps.js';
-import { docsRouter } from './docs.js';
 import { errorBody, notFound } from './errors.js';
 import { mountLogRoutes } from './log-handlers.js';
 import { JSON_BODY_TYPES, methodsNotAllowed } from './mount.js';
@@ -10,7 +14,6 @@ import { openApiDocument } from './openapi.js';
 import { toApiError } from './translate.js';
 import { mountPortal } from './portal/handlers.js';
 import { mountResends } from './resend-routes.js';
-import { traceRequests } from './tracing.js';
 
 /** The largest JSON request body any route takes (express's notation: 16 KiB); more answers 413 body_too_large. */
 export const REQUEST_BODY_LIMIT = '16kb';
@@ -80,4 +83,68 @@ export function createApp(deps: ApiDeps): express.Express {
     methodsNotAllowed(app, '', (declared) => declared.path.startsWith('/nucleus/') || declared.path.startsWith('/portal/'));
     if (deps.serveAdmin) app.use('/admin', adminRouter(deps));
   });
+}
+
+/** A server span per request, named by the route template, never the path: a path may carry a portal token. */
+export function traceRequests(req: Request, res: Response, next: NextFunction): void {
+  if (!tracingActive()) return next();
+  const parent = contextFromHeaders(req.headers as Record<string, unknown>);
+  const span = tracer().startSpan(req.method, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: req.method, [ATTR.urlScheme]: req.protocol } }, parent);
+  finished(res, () => {
+    const route = (req.route as { path?: unknown } | undefined)?.path;
+    if (typeof route === 'string') {
+      const template = `${req.baseUrl}${route}`;
+      span.setAttribute(ATTR.httpRoute, template);
+      span.updateName(`${req.method} ${template}`);
+    }
+    span.setAttribute(ATTR.httpStatus, res.statusCode);
+    if (res.statusCode >= 500) {
+      span.setAttribute(ATTR.errorType, String(res.statusCode));
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  });
+  context.with(trace.setSpan(parent, span), next);
+}
+
+/** Swagger UI from this process, no CDN: it works offline and under a CSP of 'self' (no inline script). */
+const ASSETS = ['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-32x32.png'];
+
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Nucleus Webhooks: API reference</title>
+  <link rel="icon" href="/docs/assets/favicon-32x32.png">
+  <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+  <main id="reference" aria-label="API reference"></main>
+  <script src="/docs/assets/swagger-ui-bundle.js"></script>
+  <script src="/docs/assets/init.js"></script>
+</body>
+</html>
+`;
+
+const INIT = `window.ui = SwaggerUIBundle({
+  url: '/openapi.json',
+  dom_id: '#reference',
+  deepLinking: true,
+  validatorUrl: null,
+  defaultModelsExpandDepth: 0,
+});
+`;
+
+function docsRouter(): express.Router {
+  const dir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+  const router = express.Router();
+  router.get('/docs', (_req, res) => res.type('html').set('cache-control', 'no-cache').send(PAGE));
+  router.get('/docs/assets/init.js', (_req, res) => {
+    res.type('application/javascript').set('cache-control', 'no-cache').send(INIT);
+  });
+  for (const asset of ASSETS) {
+    router.get(`/docs/assets/${asset}`, (_req, res) => res.sendFile(join(dir, asset), { maxAge: '1d' }));
+  }
+  return router;
 }

@@ -4,9 +4,8 @@ import type { ResendService } from '../../libs/failed/index.js';
 import type { Logger } from '../../libs/logger/index.js';
 import type { MerchantDirectory, MerchantSettings } from '../../libs/merchants/index.js';
 import type { Authenticator } from './auth.js';
-import type { KeyedConcurrency } from './concurrency.js';
 import type { PortalDeps } from './portal/deps.js';
-import type { RateLimiter, ReturningLimiter } from './rate-limit.js';
+import type { KeyedConcurrency, RateLimiter, ReturningLimiter } from './rate-limit.js';
 
 /** What the API's apps are made of (program.ts opens them). */
 export interface ApiDeps {

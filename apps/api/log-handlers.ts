@@ -40,7 +40,7 @@ export function mountLogRoutes(router: Router, deps: ApiDeps, isAdmin: boolean):
 
   mount(router, ids.get, async (req, res, { params }) => {
     const { merchantId, key } = await reader(req, params);
-    const webhookId = params.webhookId as string;
+    const { webhookId } = params as { webhookId: string };
     const webhook = await readLog(deps, key, (log) => log.getWebhook(merchantId, webhookId));
     if (!webhook) throw notFound('webhook_not_found', `No webhook ${webhookId.slice(0, 200)} in the delivery log`);
     res.json({ message: `webhook ${webhookId}`, error: null, data: webhook });

@@ -3,7 +3,7 @@ import { EVENT_NAMES, isWellFormedReference } from '../../libs/contracts/index.j
 import { isStorableFeedCursor, isStorableText, isStorableTime } from '../../libs/delivery-store/index.js';
 import { OUTCOMES, WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { ATTEMPT_ERROR_CLASSES } from '../../libs/http/index.js';
-import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from './route-declaration.js';
+import { merchantIdParams, type RouteDeclaration } from './route-declaration.js';
 import { envelope } from './schemas.js';
 
 /** Webhooks per page of the log's list, and events per page of the feed: by default, and at most. */
@@ -132,7 +132,6 @@ const MERCHANT_LOG_ROUTES = [
     operationId: 'listWebhooks', method: 'get', path: '/nucleus/webhooks',
     summary: "The merchant's webhooks and what happened to each",
     description: LIST_TEXT,
-    security: MERCHANT_AUTH,
     input: { query: listQuery },
     output: { '200': { description: 'A page of webhooks', schema: webhookPage } },
     errors: LOG_ERRORS,
@@ -140,7 +139,6 @@ const MERCHANT_LOG_ROUTES = [
   {
     operationId: 'getWebhook', method: 'get', path: '/nucleus/webhooks/{webhookId}',
     summary: "One webhook with its payload, each endpoint's delivery and every attempt",
-    security: MERCHANT_AUTH,
     input: { params: webhookIdParams },
     output: { '200': { description: 'The webhook', schema: envelope(webhookDetail) } },
     errors: { ...LOG_ERRORS, ...NOT_FOUND },
@@ -149,7 +147,6 @@ const MERCHANT_LOG_ROUTES = [
     operationId: 'listEvents', method: 'get', path: '/nucleus/events',
     summary: 'The feed: every event for the merchant, to reconcile',
     description: FEED_TEXT,
-    security: MERCHANT_AUTH,
     input: { query: feedQuery },
     output: { '200': { description: 'A page of the feed', schema: feed } },
     errors: LOG_ERRORS,
@@ -164,7 +161,6 @@ function forOperators<const Id extends string>(route: (typeof MERCHANT_LOG_ROUTE
     operationId,
     path: `/admin/merchants/{merchantId}${route.path.slice('/nucleus'.length)}`,
     summary,
-    security: ADMIN_AUTH,
     input: { ...route.input, params: merchantIdParams.extend(params) },
     errors: { ...route.errors, '400': `invalid_merchant_id; ${route.errors['400']}` },
   } satisfies RouteDeclaration;

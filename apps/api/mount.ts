@@ -6,7 +6,13 @@ import { ApiError, badRequest } from './errors.js';
 import type { RouteDeclaration } from './route-declaration.js';
 import { type OperationId, ROUTES, route as routeOf } from './routes.js';
 
-type Handler = (req: Request, res: Response, input: { params: Record<string, unknown>; query: Record<string, unknown> }) => Promise<void> | void;
+/** What parse() gives a route's handler: its declared schema's output, else nothing known. */
+type Parsed<Id extends OperationId, K extends 'params' | 'query'> =
+  Extract<(typeof ROUTES)[number], { operationId: Id }> extends { input: { [P in K]: infer S extends z.ZodType } }
+    ? z.output<S>
+    : Record<string, unknown>;
+type Input<Id extends OperationId> = { params: Parsed<Id, 'params'>; query: Parsed<Id, 'query'> };
+type Handler<Id extends OperationId> = (req: Request, res: Response, input: Input<Id>) => Promise<void> | void;
 
 /** The media types express.json reads (app.ts): any other body is never parsed. */
 export const JSON_BODY_TYPES = ['application/json', 'application/*+json'];
@@ -89,8 +95,8 @@ function parse(schema: z.ZodObject | undefined, value: unknown, where: 'path' | 
 }
 
 /** Mounts a declared route's handler. `ownQuery`: the handler reads the query itself (resend's own codes). */
-export function mount(router: Router, operationId: OperationId, handler: Handler, base = '', ownQuery = false): void {
-  const declared = routeOf(operationId);
+export function mount<I extends OperationId>(router: Router, id: I, handler: Handler<I>, base = '', ownQuery = false) {
+  const declared = routeOf(id);
   // What it throws goes to the error handler: express 5 passes a rejection to next().
   router[declared.method](expressPath(declared.path, base), async (req: Request, res: Response) => {
     const params = parse(declared.input?.params, req.params, 'path');
@@ -98,7 +104,7 @@ export function mount(router: Router, operationId: OperationId, handler: Handler
     const undecodable = ownQuery || !declared.input?.query ? undefined : undecodableQuery(req.originalUrl);
     if (undecodable !== undefined) throw badRequest('invalid_parameter', `The ${undecodable} query parameter is not valid: malformed percent-encoding`);
     if (declared.input?.body) checkBodyType(req);
-    await handler(req, res, { params, query });
+    await handler(req, res, { params, query } as Input<I>);
   });
 }
 

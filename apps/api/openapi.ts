@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { EVENT_NAMES, EVENT_SUMMARIES, webhookExample, webhookPayloadSchema } from '../../libs/contracts/index.js';
 import { attemptEvent, disabledEvent, enabledEvent, OPERATIONAL_EVENT_TYPES, secretRotatedEvent, updatedEvent, type OperationalEvent, type OperationalEventType, operationalEventSchema } from '../../libs/operational/index.js';
-import type { RouteDeclaration } from './route-declaration.js';
+import { ADMIN_AUTH, MERCHANT_AUTH, type RouteDeclaration } from './route-declaration.js';
 import { ROUTES } from './routes.js';
 import { errorEnvelope } from './schemas.js';
 
@@ -22,7 +22,7 @@ function parameters(where: 'path' | 'query', shape: z.ZodObject | undefined): Js
   });
 }
 
-/** What any request can be answered before its route is reached (app.ts, program.ts, starting.ts). */
+/** What any request can be answered before its route is reached (app.ts, program.ts). */
 const BEFORE_ROUTING: Record<string, { code: string; description: string }> = {
   '400': { code: 'invalid_body', description: 'invalid_body: a body sent as JSON that does not parse, on any route' },
   '413': { code: 'body_too_large', description: 'body_too_large: a request body over 16 KiB, on any route' },
@@ -32,6 +32,9 @@ const BEFORE_ROUTING: Record<string, { code: string; description: string }> = {
 const ANSWERED_WHILE_STARTING = new Set(['health', 'ready']);
 
 function operation(route: RouteDeclaration): Json {
+  const admin = route.path.startsWith('/admin/');
+  const merchant = route.path.startsWith('/nucleus/');
+  const security = route.security ?? (admin ? ADMIN_AUTH : merchant ? MERCHANT_AUTH : undefined);
   const responses: Json = {};
   for (const [status, out] of Object.entries(route.output)) {
     responses[status] = out.mediaType
@@ -54,7 +57,7 @@ function operation(route: RouteDeclaration): Json {
     operationId: route.operationId,
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
-    ...(route.security ? { security: route.security } : {}),
+    ...(security ? { security } : {}),
     ...(params.length > 0 ? { parameters: params } : {}),
     ...(body && {
       requestBody: {

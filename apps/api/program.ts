@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEV_MERCHANTS_FILE, topologyOf } from '../../libs/config/index.js';
 import { FailedStore, ResendService } from '../../libs/failed/index.js';
@@ -14,12 +14,10 @@ import { createAdminApp, createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import type { ApiConfig } from './config.js';
 import type { ApiDeps } from './deps.js';
-import { ApiError, errorBody } from './errors.js';
-import { KeyedConcurrency } from './concurrency.js';
-import { MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
+import { ApiError, errorBody, unavailable } from './errors.js';
+import { KeyedConcurrency, MemoryRateLimiter, RememberedRefusals, SharedRateLimiter } from './rate-limit.js';
 import { startHealthServer } from '../../libs/metrics/health-server.js';
 import { Cleanup, stopBudget, within } from '../../libs/runtime/index.js';
-import { StartupProgress, startingHandler } from './starting.js';
 import { endpointHealth, PortalSessions, TokenSigner } from '../../libs/portal/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { type OpenedLog, openDeliveryLog, openDevDatabase } from '../recorder/open-log.js';
@@ -186,7 +184,7 @@ async function startParts(config: ApiConfig, logger: Logger, options: ApiOptions
     adminPort,
     broker,
     failures,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: broker.refused,
     stop() {
       // Bounded by SHUTDOWN_TIMEOUT whatever the broker does: requests in flight get what the close steps leave.
       stopping ??= (async () => {
@@ -250,4 +248,42 @@ async function drain(server: Server, waitMs: number): Promise<void> {
   for (const res of answering.get(server) ?? []) res.shouldKeepAlive = false;
   await within(waitMs, closed);
   server.closeAllConnections();
+}
+
+/** What the API's start-up waits for now, for /readyz. */
+class StartupProgress {
+  what = 'PostgreSQL';
+  detail?: string;
+  database = false;
+  broker = false;
+
+  waitFor(what: string, detail?: string): void {
+    this.what = what;
+    this.detail = detail;
+  }
+
+  schema(state: SchemaWaitState): void {
+    this.database = state.waiting !== 'database';
+    if (state.waiting) this.waitFor(state.waiting === 'schema' ? 'the database schema' : 'PostgreSQL', state.detail);
+    else this.waitFor('the merchant database');
+  }
+}
+
+/** PORT's answers while the API starts: /healthz 200, so that a liveness probe does not kill a program that only waits. */
+function startingHandler(progress: StartupProgress): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+      void res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers }).end(JSON.stringify(body));
+    if (req.method === 'GET' && path === '/healthz') return json(200, { status: 'ok' });
+    if (req.method === 'GET' && path === '/readyz') return json(503, {
+        status: 'not ready',
+        broker: progress.broker ? 'connected' : 'disconnected',
+        database: progress.database ? 'reachable' : 'unreachable',
+        waitingFor: progress.what,
+        detail: progress.detail,
+      });
+    const error = unavailable('The service is starting; try again shortly');
+    json(error.status, errorBody(error), error.headers);
+  };
 }

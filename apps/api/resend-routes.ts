@@ -28,10 +28,8 @@ export function mountResends(app: Router, deps: ApiDeps): void {
     res.status(200).json({ message: `webhook sent for reference ${reference}`, error: null, data: null });
   }, '', true);
 
-  mount(app, 'resendWebhookById', async (req, res, { params, query }) => {
+  mount(app, 'resendWebhookById', async (req, res, { params: { webhookId }, query: { endpointId } }) => {
     const merchant = await deps.auth.authenticate(req.get('x-auth-token'), req.get('authorization'));
-    const webhookId = params.webhookId as string;
-    const endpointId = query.endpointId as string | undefined;
     await auditedResend(resendOne(deps, merchant, webhookId, endpointId), (resent) =>
       auditMerchantResend(deps, req, merchant.id, endpointId === undefined ? { webhookId, resent } : { webhookId, endpointId, resent }),
     );

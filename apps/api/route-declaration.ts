@@ -9,6 +9,7 @@ export interface RouteDeclaration {
   path: string;
   summary: string;
   description?: string;
+  /** Absent: MERCHANT_AUTH under /nucleus/, ADMIN_AUTH under /admin/ (the admin router's check), else none. */
   security?: ReadonlyArray<Record<string, readonly string[]>>;
   input?: {
     params?: z.ZodObject;

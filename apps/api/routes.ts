@@ -1,10 +1,17 @@
 import { z } from 'zod';
-import { merchantInputSchema, merchantPatchSchema } from '../../libs/merchants/index.js';
-import { envelope, merchantView, readiness } from './schemas.js';
+import {
+  endpointIdSchema,
+  endpointInputSchema,
+  endpointPatchSchema,
+  MAX_ENDPOINTS_PER_MERCHANT,
+  merchantInputSchema,
+  merchantPatchSchema,
+  rotateInputSchema,
+} from '../../libs/merchants/index.js';
+import { endpointView, envelope, merchantView, readiness, rotated } from './schemas.js';
 import { LOG_ROUTES } from './log-routes.js';
 import { PORTAL_ROUTES } from './portal/routes.js';
-import { ADMIN_AUTH, ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, MERCHANT_AUTH, merchantIdParams, PUBLIC_KEY_TAKEN, type RouteDeclaration } from './route-declaration.js';
-import { ENDPOINT_ROUTES } from './endpoint-routes.js';
+import { ADMIN_ERRORS, GUARDED_WRITE_HEADERS, IDEMPOTENCY_ERRORS, merchantIdParams, PUBLIC_KEY_TAKEN, type RouteDeclaration } from './route-declaration.js';
 
 /** Entries per page of a merchant's audit trail: by default, and at most. */
 export const AUDIT_PAGE_LIMIT = { default: 100, max: 500 };
@@ -29,6 +36,78 @@ export const referenceSchema = z.string().min(1).max(200).regex(/^[^\u0000-\u001
     'control characters and lone UTF-16 surrogates; the same set the service accepts from upstream, so every failed webhook can be resent.',
 );
 
+const endpointParams = merchantIdParams.extend({ endpointId: endpointIdSchema });
+const BASE = '/admin/merchants/{merchantId}/endpoints';
+const NOT_FOUND = 'merchant_not_found; endpoint_not_found';
+const URL_TAKEN = 'endpoint_url_taken: another endpoint of this merchant has this URL';
+/** An endpointId that is not an endpoint id is refused before the merchant is looked at. */
+const BAD_ENDPOINT_ID = `${ADMIN_ERRORS['400']}; invalid_parameter: the endpointId path segment is not an endpoint id (ep_…)`;
+/** What a route on one endpoint (its id in the path) may answer besides its own. */
+const ONE_ENDPOINT_ERRORS = { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NOT_FOUND } as const;
+
+/** A merchant's endpoints, one at a time: each write is a write of the merchant (its ETag, If-Match, Idempotency-Key, audit). */
+const ENDPOINT_ROUTES = [
+  {
+    operationId: 'listEndpoints', method: 'get', path: BASE,
+    summary: "A merchant's endpoints (never a secret)",
+    input: { params: merchantIdParams },
+    output: { '200': { description: 'The endpoints', schema: envelope(z.strictObject({ endpoints: z.array(endpointView) })) } },
+    errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
+  },
+  {
+    operationId: 'createEndpoint', method: 'post', path: BASE,
+    summary: 'Add an endpoint to a merchant',
+    description:
+      'The endpoint gets an id (ep_…) and a new whsec_ secret, returned in this answer only (and to a repeat of its ' +
+      'Idempotency-Key). The URL must be https (http only in development mode), carry no credentials and no fragment, not be a ' +
+      'loopback, private or link-local address literal, and not be one the merchant already sends to. Leaving out ' +
+      `events means all three. A merchant has at most MAX_ENDPOINTS_PER_MERCHANT endpoints (${MAX_ENDPOINTS_PER_MERCHANT} by default, ` +
+      'and at most that).',
+    input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: endpointInputSchema, bodyRequired: true },
+    output: { '201': { description: 'Created; secret is shown this once', schema: envelope(endpointView) } },
+    errors: {
+      ...ADMIN_ERRORS,
+      '404': 'merchant_not_found: PUT creates merchants',
+      '409': `endpoint_limit: the merchant has the most endpoints it may have (the message names the limit); ${URL_TAKEN}`,
+      ...IDEMPOTENCY_ERRORS,
+    },
+  },
+  {
+    operationId: 'getEndpoint', method: 'get', path: `${BASE}/{endpointId}`,
+    summary: 'One endpoint (never its secret)',
+    input: { params: endpointParams },
+    output: { '200': { description: 'The endpoint', schema: envelope(endpointView) } },
+    errors: ONE_ENDPOINT_ERRORS,
+  },
+  {
+    operationId: 'patchEndpoint', method: 'patch', path: `${BASE}/{endpointId}`,
+    summary: 'Change only what the body names of one endpoint',
+    description:
+      'A JSON merge patch (RFC 7396): {"enabled":false} disables this endpoint alone and keeps its URL, events and ' +
+      'secret; "events": null goes back to every event; "maxPerSecond": null removes the throttle.',
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: endpointPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
+    output: { '200': { description: 'Changed', schema: envelope(endpointView) } },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': URL_TAKEN, ...IDEMPOTENCY_ERRORS },
+  },
+  {
+    operationId: 'deleteEndpoint', method: 'delete', path: `${BASE}/{endpointId}`,
+    summary: 'Remove one endpoint: nothing more is sent to it',
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS },
+    output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
+    errors: { ...ONE_ENDPOINT_ERRORS, ...IDEMPOTENCY_ERRORS },
+  },
+  {
+    operationId: 'rotateEndpointSecret', method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
+    summary: "Rotate one endpoint's secret; the merchant's other endpoints keep theirs",
+    description:
+      'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +
+      'signing until previousSecretExpiresAt; at most 3 old secrets sign at once; graceSeconds 0 replaces it at once.',
+    input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS, body: rotateInputSchema, bodyRequired: false },
+    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
+    errors: { ...ONE_ENDPOINT_ERRORS, '409': 'too_many_secrets: 3 old secrets are still in their grace', ...IDEMPOTENCY_ERRORS },
+  },
+] as const satisfies readonly RouteDeclaration[];
+
 export const ROUTES = [
   {
     operationId: 'resendWebhook', method: 'post', path: '/nucleus/tnx/webhook',
@@ -40,7 +119,6 @@ export const ROUTES = [
       'claims them in PostgreSQL (one conditional update, so any number of replicas deliver each once), ' +
       'sends them again with their original webhook-id, and marks them resent. If delivery fails again they return ' +
       'to the failed queue and can be resent again. No request body is needed; a JSON body is ignored.',
-    security: MERCHANT_AUTH,
     input: { query: z.strictObject({ reference: referenceSchema }) },
     output: {
       // [\s\S], not ".": a reference may hold U+2028 or U+2029, where a regex's "." stops.
@@ -86,7 +164,6 @@ export const ROUTES = [
   {
     operationId: 'getMerchant', method: 'get', path: '/admin/merchants/{merchantId}',
     summary: "A merchant: its public key and its endpoints (never a secret)",
-    security: ADMIN_AUTH,
     input: { params: merchantIdParams },
     output: { '200': merchantAnswer("The merchant's settings") },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
@@ -99,7 +176,6 @@ export const ROUTES = [
       'Every settings write (admin API, portal, CLI, auto-disable, rotation), portal link minted and revocation of ' +
       'portal sessions: when, who (admin:<token sub>, portal:<session>, cli, service), what changed by field (a secret ' +
       'only as "rotated", never its value) and from which address. Pages: pass nextBefore as before.',
-    security: ADMIN_AUTH,
     input: { params: merchantIdParams, query: auditQuery },
     output: { '200': { description: 'The entries', schema: envelope(z.strictObject({ entries: z.array(auditEntry), nextBefore: z.string().nullable() })) } },
     errors: {
@@ -114,7 +190,6 @@ export const ROUTES = [
       'Creates the merchant or replaces its public key (unique among merchants). Its endpoints are kept: add, change, ' +
       'delete and rotate them through /admin/merchants/{merchantId}/endpoints; the answer lists them. Any other field ' +
       '(such as webhook) answers 400 naming it.',
-    security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantInputSchema, bodyRequired: true },
     output: { '200': merchantAnswer('Updated'), '201': merchantAnswer('Created, with no endpoint yet') },
     errors: { ...ADMIN_ERRORS, '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
@@ -125,7 +200,6 @@ export const ROUTES = [
     description:
       'A JSON merge patch (RFC 7396) of the merchant\'s own settings: fields left out stay as they are. Endpoints are ' +
       'changed through /admin/merchants/{merchantId}/endpoints/{endpointId}; any other field answers 400 naming it.',
-    security: ADMIN_AUTH,
     input: { params: merchantIdParams, headers: GUARDED_WRITE_HEADERS, body: merchantPatchSchema, bodyRequired: true, bodyMediaTypes: ['application/json', 'application/merge-patch+json'] },
     output: { '200': merchantAnswer('Changed') },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found: PUT creates merchants', '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },

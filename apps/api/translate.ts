@@ -29,7 +29,7 @@ import {
   TooManySecretsError,
   VersionMismatchError,
 } from '../../libs/merchants/index.js';
-import { TooManyInFlightError } from './concurrency.js';
+import { TooManyInFlightError } from './rate-limit.js';
 import { ApiError, badRequest, notFound, retryAfter, unavailable } from './errors.js';
 import { undecodableParameter } from './mount.js';
 

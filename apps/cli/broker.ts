@@ -10,9 +10,12 @@ import { NothingMatchedError, UsageError } from './command.js';
 
 export const CLI_BROKER_DEADLINE_MS = 10_000;
 
-/** Checks the command's queues rather than declare them: a declare could clash with the programs' arguments (FAILED_RETENTION). */
-export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>): Promise<T> {
-  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger() });
+/**
+ * Checks the command's queues rather than declare them: a declare could clash with the programs' arguments
+ * (FAILED_RETENTION). Only publish declares (`declare`), what upstream's publish needs.
+ */
+export async function withBroker<T>(config: CliConfig, queues: string[], run: (broker: BrokerConnection) => Promise<T>, declare?: ConstructorParameters<typeof BrokerConnection>[0]['declare']): Promise<T> {
+  const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-cli', logger: silentLogger(), declare });
   await broker.open(CLI_BROKER_DEADLINE_MS);
   try {
     for (const queue of queues) {

@@ -70,11 +70,11 @@ export class CliCommand extends Command {
   }
 
   /** `check` refuses what commander cannot; `run` gets the environment, parsed only now so --help needs none. */
-  handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number>): this {
+  handle<Raw, T>(check: (raw: Raw, args: string[], now: Date) => T, run: (options: T, ctx: CliContext) => Promise<number | void>): this {
     return this.action(async () => {
       try {
         const options = check(this.opts<Raw & Record<string, unknown>>(), this.processedArgs as string[], this.io.now());
-        this.io.exitCode = await run(options, contextOf(this.io));
+        this.io.exitCode = (await run(options, contextOf(this.io))) ?? 0;
       } catch (err) {
         if (err instanceof UsageError) this.error(err.message, { exitCode: 2, code: 'webhooks.usage' });
         throw err;

@@ -1,9 +1,8 @@
 import { Option } from 'commander';
 import { parseDuration } from '../../libs/config/index.js';
-import type { Queryable } from '../../libs/delivery-store/index.js';
 import { EVENT_NAMES } from '../../libs/contracts/index.js';
 import { EndpointSettings, type EndpointView, endpointInputSchema, endpointPatchSchema, firstIssue, MAX_PER_SECOND_LIMIT, withEndpointRates } from '../../libs/merchants/index.js';
-import { CliCommand, type CliContext, EXIT, formatTable, UsageError, wholeNumber, writeLine } from './command.js';
+import { CliCommand, EXIT, formatTable, UsageError, wholeNumber, writeLine } from './command.js';
 import { CLI_ACTOR, merchantId, withSettings } from './merchant-store.js';
 
 export function endpointTable(views: EndpointView[]): string {
@@ -48,10 +47,6 @@ function graceSecondsOf(grace: string): number {
   return Math.round(graceMs / 1000);
 }
 
-async function withEndpoints<T>(ctx: CliContext, access: 'read' | 'write', run: (endpoints: EndpointSettings, database: Queryable) => Promise<T>): Promise<T> {
-  return withSettings(ctx, access, (settings, database) => run(new EndpointSettings(settings), database));
-}
-
 export function declareEndpoints(merchants: CliCommand): void {
   const endpoints = merchants
     .command('endpoints')
@@ -66,9 +61,8 @@ export function declareEndpoints(merchants: CliCommand): void {
     .addHelpText('after', `\n${EXIT} (3: no such merchant)`)
     .handle((raw: { json: boolean }, args) => ({ id: merchantId(args), json: raw.json }), async (options, ctx) => {
       // Each at the rate it is sent at now, as the admin API shows it.
-      const views = await withEndpoints(ctx, 'read', async (each, database) => withEndpointRates(database, options.id, each.list(options.id)));
+      const views = await withSettings(ctx, 'read', async (settings, database) => withEndpointRates(database, options.id, new EndpointSettings(settings).list(options.id)));
       writeLine(ctx.stdout, options.json ? JSON.stringify(views) : endpointTable(views));
-      return 0;
     });
 
   endpoints
@@ -97,11 +91,10 @@ export function declareEndpoints(merchants: CliCommand): void {
       async (options, ctx) => {
         const parsed = endpointInputSchema.safeParse(options.input);
         if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-        const created = await withEndpoints(ctx, 'write', (each) => each.create(options.id, parsed.data, { actor: CLI_ACTOR }));
+        const created = await withSettings(ctx, 'write', (settings) => new EndpointSettings(settings).create(options.id, parsed.data, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, endpointTable([created.view]));
         writeLine(ctx.stdout, `webhook secret: ${created.secret}`);
         writeLine(ctx.stderr, `endpoint ${created.view.id} of merchant ${options.id} added; give this secret to the merchant now: it is not shown again.`);
-        return 0;
       },
     );
 
@@ -140,9 +133,8 @@ export function declareEndpoints(merchants: CliCommand): void {
       async (options, ctx) => {
         const parsed = endpointPatchSchema.safeParse(options.patch);
         if (!parsed.success) throw new UsageError(firstIssue(parsed.error).message);
-        const written = await withEndpoints(ctx, 'write', (each) => each.patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
+        const written = await withSettings(ctx, 'write', (settings) => new EndpointSettings(settings).patch(options.id, options.endpoint, parsed.data, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, endpointTable([written.view]));
-        return 0;
       },
     );
 
@@ -153,9 +145,8 @@ export function declareEndpoints(merchants: CliCommand): void {
     .argument('<endpoint-id>')
     .addHelpText('after', `\n${EXIT} (3: no such merchant or endpoint)`)
     .handle((_raw: object, args) => ({ id: merchantId(args), endpoint: endpointId(args) }), async (options, ctx) => {
-      await withEndpoints(ctx, 'write', (each) => each.delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
+      await withSettings(ctx, 'write', (settings) => new EndpointSettings(settings).delete(options.id, options.endpoint, { actor: CLI_ACTOR }));
       writeLine(ctx.stderr, `endpoint ${options.endpoint} of merchant ${options.id} deleted`);
-      return 0;
     });
 
   endpoints
@@ -168,10 +159,9 @@ export function declareEndpoints(merchants: CliCommand): void {
     .handle(
       (raw: { grace: string }, args) => ({ id: merchantId(args), endpoint: endpointId(args), graceSeconds: graceSecondsOf(raw.grace) }),
       async (options, ctx) => {
-        const rotated = await withEndpoints(ctx, 'write', (each) => each.rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
+        const rotated = await withSettings(ctx, 'write', (settings) => new EndpointSettings(settings).rotate(options.id, options.endpoint, options.graceSeconds, { actor: CLI_ACTOR }));
         writeLine(ctx.stdout, `webhook secret: ${rotated.secret}`);
         writeLine(ctx.stderr, rotated.previousSecretExpiresAt ? `The previous secret keeps signing until ${rotated.previousSecretExpiresAt}.` : 'The previous secret stopped signing at once.');
-        return 0;
       },
     );
 }

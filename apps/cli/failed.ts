@@ -26,21 +26,8 @@ function failuresTable(records: FailureRow[], withResolved: boolean): string {
 }
 
 /** The JSON shape scripts rely on: every field present, null when the failure does not carry it. */
-function failureJson(r: FailureRow): Record<string, unknown> {
-  return {
-    failedAt: r.failedAt,
-    merchantId: r.merchantId,
-    endpointId: r.endpointId,
-    event: r.event,
-    references: r.references,
-    webhookId: r.webhookId,
-    attempts: r.attempts,
-    lastStatus: r.lastStatus,
-    failedReason: r.reason,
-    lastError: r.lastError,
-    resolved: r.resentAt !== null,
-    resentAt: r.resentAt,
-  };
+function failureJson({ reason, resentAt, ...row }: FailureRow): Record<string, unknown> {
+  return { ...row, failedReason: reason, resolved: resentAt !== null, resentAt };
 }
 
 export function declareFailed(program: CliCommand): void {
@@ -82,7 +69,6 @@ export function declareFailed(program: CliCommand): void {
         const shown = rows.slice(0, limit).reverse();
         printListing(ctx, json, shown.map(failureJson), all ? 'no failed webhook matches' : 'no unresolved failed webhook matches', () => failuresTable(shown, all));
         if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} most recent; raise --limit to see more`);
-        return 0;
       },
     );
 
@@ -124,7 +110,6 @@ export function declareFailed(program: CliCommand): void {
           );
         });
         writeLine(ctx.stdout, `resent ${count} webhook(s) for reference ${reference} of merchant ${merchantId}`);
-        return 0;
       },
     );
 

@@ -43,8 +43,7 @@ async function passOverInvalid(
       const move = verdict(parked) === 'move';
       const headers = {
         ...copyHeaders(message.properties.headers, { from: 'parked', unpark: move, upstreamExchange: names.events, dispatch: names.dispatch }),
-        ...brokerRoutingKey(parked),
-        ...(move ? {} : brokerVerdict(parked)),
+        ...brokerHeaders(parked, move),
       };
       let refused: Error | undefined;
       const held: HeldMessage = { content: message.content, properties: message.properties, live: true, ack: () => channel.ack(message), nack: () => {} };
@@ -68,22 +67,18 @@ async function passOverInvalid(
   return result;
 }
 
-/** The broker's verdict on a copy it parked, as our headers: putting it back drops its x-death, and the code with it. */
-function brokerVerdict(parked: ParkedMessage): Record<string, string> {
-  if (!parked.byBroker) return {};
-  return {
-    ...(parked.code ? { [HEADERS.invalidCode]: parked.code } : {}),
-    ...(parked.reason ? { [HEADERS.invalidReason]: parked.reason } : {}),
-    ...(parked.invalidAt ? { [HEADERS.invalidAt]: parked.invalidAt } : {}),
-  };
-}
-
 /**
- * The routing key of upstream's publish the broker parked (from x-death), as our parks note it: moved back,
- * intake checks it as a redelivery, so endpoints reached before its crash loop do not get it again.
+ * What the broker's park (x-death) said, as our parks note it. The routing key of upstream's publish: moved back,
+ * intake checks it as a redelivery, so endpoints reached before its crash loop do not get it again. Kept, its
+ * verdict: putting it back drops its x-death, and the code with it.
  */
-function brokerRoutingKey(parked: ParkedMessage): Record<string, string> {
-  return parked.upstream && parked.originalRoutingKey ? { [HEADERS.originalRoutingKey]: parked.originalRoutingKey } : {};
+function brokerHeaders(parked: ParkedMessage, move: boolean): Record<string, string> {
+  const notes: Array<[string, string | null]> = [[HEADERS.originalRoutingKey, parked.upstream ? parked.originalRoutingKey : null]];
+  if (parked.byBroker && !move) {
+    notes.push([HEADERS.invalidCode, parked.code], [HEADERS.invalidReason, parked.reason]);
+    notes.push([HEADERS.invalidAt, parked.invalidAt]);
+  }
+  return Object.fromEntries(notes.filter((note): note is [string, string] => note[1] !== null));
 }
 
 export function parkedOf(message: GetMessage, names: Pick<TopologyNames, 'dispatch' | 'events'>) {
@@ -200,7 +195,6 @@ export function declareInvalid(program: CliCommand): void {
         }
         printListing(ctx, options.json, shown.map(parkedJson), nothingParked(names, options.code), () => parkedTable(shown));
         if (shown.length < matched) writeLine(ctx.stderr, `showing the first ${shown.length} of ${matched}; raise --limit to see more`);
-        return 0;
       },
     );
 
@@ -255,7 +249,6 @@ export function declareInvalid(program: CliCommand): void {
         } else {
           writeLine(ctx.stdout, `moved ${result.moved} message(s) to ${names.dispatch}; ${result.kept} left in ${names.invalid}`);
         }
-        return 0;
       },
     );
 }

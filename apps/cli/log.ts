@@ -1,10 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Dispatcher, getGlobalDispatcher } from 'undici';
 import { WEBHOOK_STATUSES } from '../../libs/delivery-log/index.js';
 import { type DeliveryLogQueries, deliveryLogQueries, onEndpoint, type WebhookDetail, type WebhookSummary } from '../../libs/delivery-store/index.js';
 import { withPostgres } from './broker.js';
 import { checkEndpointId, checkMerchantId, checkReference, CliCommand, type CliContext, EXIT, formatTable, parseLimit, printListing, truncate, UsageError, writeLine } from './command.js';
-import { adminApiBase, adminApiRoute, adminToken } from './token.js';
+import { adminApiBase, adminToken, callAdminApi } from './token.js';
 
 export function declareLog(program: CliCommand): void {
   program
@@ -29,27 +28,26 @@ export function declareLog(program: CliCommand): void {
       "\nEnvironment: DATABASE_URL (the delivery log's PostgreSQL); without it WEBHOOKS_API_URL (the API, default http://127.0.0.1:<ADMIN_PORT or PORT or 8080>) " +
         `and WEBHOOKS_ADMIN_TOKEN (an admin token; else one signed with AUTH_JWT_SECRET or the development secret).\n${EXIT}`,
     )
-    .handle(
-      (raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) => {
-        const merchant = checkMerchantId(raw.merchant);
-        if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
-          throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
-        }
-        if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
-        // One webhook is shown as it is: a filter beside it would be silently passed over (--endpoint picks its delivery).
-        for (const [option, given] of [['--reference', raw.reference], ['--status', raw.status]] as const) {
-          if (raw.webhookId !== undefined && given !== undefined) throw new UsageError(`--webhook-id names one webhook; give it without ${option}`);
-        }
-        return {
-          ...raw,
-          merchant,
-          reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
-          endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
-          limit: parseLimit(raw.limit, 100),
-        };
-      },
-      run,
-    );
+    .handle(check, run);
+}
+
+function check(raw: { merchant?: string; reference?: string; webhookId?: string; status?: string; endpoint?: string; limit: string; json: boolean }) {
+  const merchant = checkMerchantId(raw.merchant);
+  if (raw.status !== undefined && !(WEBHOOK_STATUSES as readonly string[]).includes(raw.status)) {
+    throw new UsageError(`--status must be one of ${WEBHOOK_STATUSES.join(', ')}`);
+  }
+  if (raw.webhookId !== undefined && (raw.webhookId.length === 0 || raw.webhookId.length > 200)) throw new UsageError('--webhook-id takes 1 to 200 characters');
+  // One webhook is shown as it is: a filter beside it would be silently passed over (--endpoint picks its delivery).
+  for (const [option, given] of [['--reference', raw.reference], ['--status', raw.status]] as const) {
+    if (raw.webhookId !== undefined && given !== undefined) throw new UsageError(`--webhook-id names one webhook; give it without ${option}`);
+  }
+  return {
+    ...raw,
+    merchant,
+    reference: raw.reference === undefined ? undefined : checkReference(raw.reference),
+    endpointId: raw.endpoint === undefined ? undefined : checkEndpointId(raw.endpoint),
+    limit: parseLimit(raw.limit, 100),
+  };
 }
 
 function summaryRow(w: WebhookSummary): string[] {
@@ -84,10 +82,10 @@ function timeline(w: WebhookDetail): string {
   return `${head}\n${formatTable(['TIME', 'OUTCOME', 'ATTEMPT', 'DURATION', 'STATUS', 'ENDPOINT', 'DETAIL'], rows)}`;
 }
 
-type LogOptions = { merchant: string; reference?: string; webhookId?: string; status?: string; endpointId?: string; limit: number; json: boolean };
+type LogOptions = ReturnType<typeof check>;
 
 /** DATABASE_URL when set (checked as `failed` checks it); else the running API's admin routes. */
-async function run(options: LogOptions, ctx: CliContext): Promise<number> {
+async function run(options: LogOptions, ctx: CliContext): Promise<void> {
   if (!ctx.env.DATABASE_URL?.trim()) return show(options, ctx, await apiLogSource(ctx));
   const needs = 'log needs DATABASE_URL or the API';
   return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 2, applicationName: 'webhooks-cli log' }, (database) =>
@@ -95,7 +93,7 @@ async function run(options: LogOptions, ctx: CliContext): Promise<number> {
   );
 }
 
-async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promise<number> {
+async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promise<void> {
   const { merchant, reference, webhookId, status, endpointId, limit, json } = options;
   const nothing = 'no webhook in the delivery log matches';
   if (webhookId) {
@@ -113,7 +111,6 @@ async function show(options: LogOptions, ctx: CliContext, log: LogSource): Promi
     );
     if (page.nextCursor) writeLine(ctx.stderr, `showing the ${page.webhooks.length} most recent; raise --limit or add --status to see others`);
   }
-  return 0;
 }
 
 type LogSource = Pick<DeliveryLogQueries, 'getWebhook' | 'listWebhooks' | 'listWebhookDetails'>;
@@ -141,42 +138,32 @@ async function apiLogSource(ctx: CliContext): Promise<LogSource> {
   const base = adminApiBase(ctx.env);
   const token = await adminToken(ctx.env);
   let waited = 0;
-  const get = async <T>(path: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
-    // The route's path as written: a URL would take a segment . or .. (or %2E) for a move up the path.
-    const url = adminApiRoute(base, '');
-    for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
-    const target = `${url.pathname.replace(/\/+$/, '')}${path}${url.search}`;
-    let res: Dispatcher.ResponseData;
+  const unreachable = () =>
+    new Error(
+      `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
+        'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
+    );
+  const get = async <T>(route: string, query: Record<string, string>, isAnswer: (data: unknown) => data is T, notFoundIsNone = false): Promise<T | undefined> => {
+    let answer: Awaited<ReturnType<typeof callAdminApi>>;
     for (;;) {
-      // undici's dispatcher sends the path as given; fetch would parse it as a URL.
-      res = await getGlobalDispatcher()
-        .request({ origin: base.origin, path: target, method: 'GET', headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(15_000) })
-        .catch(() => {
-          throw new Error(
-            `DATABASE_URL is not set, and no API answers at ${base.origin}: set DATABASE_URL to read the delivery log in PostgreSQL, ` +
-              'or start the API (npm start) or set WEBHOOKS_API_URL to one that runs',
-          );
-        });
+      answer = await callAdminApi(base, token, 'GET', route, { query, timeoutMs: 15_000, unreachable });
       // Past the API's bound on a merchant's reads (LOG_RATE_LIMIT), told how long to wait, it waits.
-      const wait = res.statusCode === 429 ? Number(res.headers['retry-after'] ?? NaN) * 1000 : NaN;
+      const wait = answer.status === 429 ? Number(answer.headers['retry-after'] ?? NaN) * 1000 : NaN;
       if (!(wait >= 0 && waited + wait <= MAX_WAIT_FOR_API_MS)) break;
-      await res.body.dump();
       await sleep(wait);
       waited += wait;
     }
-    const status = res.statusCode;
-    const body = (await res.body.json().catch(() => undefined)) as { message?: string; error?: { code?: string }; data?: unknown } | null | undefined;
+    const { status, message, code, data } = answer;
     if (status >= 200 && status < 300) {
-      const data = body?.data;
       // A proxy's sign-in page, another service at that address: said, never read as a log (nor as an empty one).
       if (!isAnswer(data)) throw new Error(`the API at ${base.origin} answered ${status} without the delivery log: is WEBHOOKS_API_URL the webhooks API's address?`);
       return data;
     }
-    if (status === 404 && notFoundIsNone && body?.error?.code === 'webhook_not_found') return undefined;
+    if (status === 404 && notFoundIsNone && code === 'webhook_not_found') return undefined;
     if (status === 401 || status === 403) {
       throw new Error(`the API at ${base.origin} refused the CLI's token (${status}): set WEBHOOKS_ADMIN_TOKEN to an admin token, or AUTH_JWT_SECRET to the API's`);
     }
-    throw new Error(`the API at ${base.origin} answered ${status}: ${body?.message ?? 'no message'}`);
+    throw new Error(`the API at ${base.origin} answered ${status}: ${message ?? 'no message'}`);
   };
   const source: LogSource = {
     getWebhook: (merchantId, webhookId) => get(`/admin/merchants/${encodeURIComponent(merchantId)}/webhooks/${pathSegment(webhookId)}`, {}, isDetail, true),

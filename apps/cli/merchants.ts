@@ -44,7 +44,6 @@ export function declareMerchants(program: CliCommand): void {
       const all = await withSettings(ctx, 'read', async (settings, database) => withCurrentRates(database, settings.list()));
       const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
-      return 0;
     });
 
   merchants
@@ -62,7 +61,6 @@ export function declareMerchants(program: CliCommand): void {
       if (!view) throw new NothingMatchedError(`no merchant ${options.id}`);
       writeLine(ctx.stdout, options.json ? JSON.stringify(view) : table([view]));
       if (!options.json && view.endpoints.length > 0) writeLine(ctx.stdout, `\n${endpointTable(view.endpoints)}`);
-      return 0;
     });
 
   merchants
@@ -87,7 +85,6 @@ export function declareMerchants(program: CliCommand): void {
         });
         writeLine(ctx.stdout, table([result.view]));
         writeLine(ctx.stderr, `merchant ${options.id} ${result.created ? 'created' : 'updated'}${result.view.endpoints.length === 0 ? '; add an endpoint with `webhooks merchants endpoints add`' : ''}`);
-        return 0;
       },
     );
 
@@ -110,7 +107,6 @@ export function declareMerchants(program: CliCommand): void {
         printListing(ctx, options.json, entries, `nothing recorded for merchant ${options.id}`, () =>
           formatTable(['AT', 'ACTOR', 'ACTION', 'ADDRESS', 'CHANGES'], entries.map((e) => [e.at, e.actor, e.action, e.address ?? '-', changesOf(e.changes)])),
         );
-        return 0;
       },
     );
 
@@ -127,7 +123,6 @@ export function declareMerchants(program: CliCommand): void {
     .handle(() => ({}), async (_options, ctx) => {
       const count = await withSealedStore(ctx, (database, box) => resealSecrets(database, box));
       writeLine(ctx.stderr, `${count} stored secret(s) sealed again with SECRETS_KEY; no secret is sealed with another key now`);
-      return 0;
     });
 
   merchants
@@ -161,7 +156,6 @@ export function declareMerchants(program: CliCommand): void {
         writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
         if (total === 0) throw new NothingMatchedError(`no row of merchant ${id} in any table`);
         writeLine(ctx.stderr, `merchant ${id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
-        return 0;
       },
     );
 

@@ -22,7 +22,7 @@ export function declareMigrate(program: CliCommand): void {
     .handle((raw: { status: boolean }) => raw, run);
 }
 
-async function run(options: { status: boolean }, ctx: CliContext): Promise<number> {
+async function run(options: { status: boolean }, ctx: CliContext): Promise<number | void> {
   const needs = "migrate needs DATABASE_URL: the PostgreSQL the programs use (npm start's embedded database migrates itself)";
   // No statement timeout: a migration of a large table, or the wait for another run, takes what it takes.
   const settings = { maxConnections: 1, statementTimeoutMs: 0, connectTimeoutMs: 10_000, applicationName: 'webhooks-cli migrate', schema: false } as const;
@@ -40,7 +40,6 @@ async function run(options: { status: boolean }, ctx: CliContext): Promise<numbe
     sayNewer(ctx, newer);
     for (const migration of applied) writeLine(ctx.stdout, `applied ${fileOf(migration)}`);
     writeLine(ctx.stdout, applied.length > 0 ? `schema version ${version}` : `schema version ${version}: nothing to apply`);
-    return 0;
   });
 }
 

@@ -1,7 +1,7 @@
 import { ADMIN_SCOPE } from '../api/auth.js';
 import { linkLifetimeMs, PORTAL_PERMISSIONS } from '../../libs/portal/index.js';
 import { checkMerchantId, CliCommand, EXIT, UsageError, writeLine } from './command.js';
-import { adminApiBase, adminApiRoute, adminToken } from './token.js';
+import { adminApiBase, adminToken, callAdminApi } from './token.js';
 
 const PERMISSIONS: readonly string[] = PORTAL_PERMISSIONS;
 
@@ -39,30 +39,25 @@ export function declarePortal(program: CliCommand): void {
       },
       async (options, ctx) => {
         const base = adminApiBase(ctx.env, options.api);
-        const res = await fetch(adminApiRoute(base, `/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`), {
-          method: options.revoke ? 'DELETE' : 'POST',
-          headers: { authorization: `Bearer ${await adminToken(ctx.env, options.adminToken)}`, 'content-type': 'application/json' },
-          body: options.revoke ? undefined : JSON.stringify({ ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn }),
-          signal: AbortSignal.timeout(10_000),
-        }).catch((err: unknown) => {
-          throw new Error(`the admin API at ${base} could not be reached (${(err as Error).message}); is the API running? --api says where`);
+        const token = await adminToken(ctx.env, options.adminToken);
+        const route = `/admin/merchants/${encodeURIComponent(options.merchant)}/portal-sessions`;
+        const { status, message: said, data } = await callAdminApi(base, token, options.revoke ? 'DELETE' : 'POST', route, {
+          body: options.revoke ? undefined : { ...(options.permissions ? { permissions: options.permissions } : {}), expiresIn: options.expiresIn },
+          timeoutMs: 10_000,
+          unreachable: (err) => new Error(`the admin API at ${base} could not be reached (${err.message}); is the API running? --api says where`),
         });
-        const body: unknown = await res.json().catch(() => undefined);
-        const { message, data } = (typeof body === 'object' && body !== null ? body : {}) as { message?: unknown; data?: { url?: unknown; expiresAt?: unknown } | null };
-        const said = typeof message === 'string' ? message : undefined;
-        if (res.status !== (options.revoke ? 200 : 201)) throw new Error(`the admin API answered ${res.status}: ${said ?? 'no message'}`);
+        if (status !== (options.revoke ? 200 : 201)) throw new Error(`the admin API answered ${status}: ${said ?? 'no message'}`);
         // A proxy or another service at that address: said, never printed as "undefined".
-        const notTheApi = (what: string) => new Error(`the admin API answered ${res.status} without ${what}: is ${base} the webhooks API?`);
+        const notTheApi = (what: string) => new Error(`the admin API answered ${status} without ${what}: is ${base} the webhooks API?`);
         if (options.revoke) {
           if (said === undefined) throw notTheApi('its message');
           writeLine(ctx.stderr, said);
           return 0;
         }
-        const [url, expiresAt] = [data?.url, data?.expiresAt];
+        const { url, expiresAt } = (data ?? {}) as { url?: unknown; expiresAt?: unknown };
         if (typeof url !== 'string' || typeof expiresAt !== 'string') throw notTheApi('a portal link');
         writeLine(ctx.stdout, url);
         writeLine(ctx.stderr, `works once, until ${expiresAt}`);
-        return 0;
       },
     );
 }

@@ -1,12 +1,11 @@
 import { readFile } from 'node:fs/promises';
-import { BrokerConnection, PublishUnconfirmedError } from '../../libs/broker/index.js';
+import { PublishUnconfirmedError } from '../../libs/broker/index.js';
 import { replicationOf, tracingSettingsOf } from '../../libs/config/index.js';
 import { EVENT_NAMES, type EventName, isEventName, isWellFormedReference, isWellFormedWebhookId, REFERENCE_FIELDS, sampleEvent, type UpstreamMessage, upstreamMessageSchema, WEBHOOK_ID_RULE } from '../../libs/contracts/index.js';
-import { silentLogger } from '../../libs/logger/index.js';
 import { EventPublisher, newEventId } from '../../libs/publisher/index.js';
 import { declareIntake } from '../../libs/topology/index.js';
 import { startTracing } from '../../libs/tracing/index.js';
-import { CLI_BROKER_DEADLINE_MS } from './broker.js';
+import { CLI_BROKER_DEADLINE_MS, withBroker } from './broker.js';
 import { CliCommand, type CliContext, EXIT, UsageError, wholeNumber, writeLine } from './command.js';
 
 export function declarePublish(program: CliCommand): void {
@@ -48,34 +47,27 @@ function check(raw: { sample?: string; merchant?: string; file?: string; message
   return { sample, merchant: raw.merchant, messageId: raw.messageId, count };
 }
 
-async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<number> {
+async function run(options: ReturnType<typeof check>, ctx: CliContext): Promise<void> {
   const file = options.file === undefined ? undefined : await readEvent(options.file);
   const messages = Array.from({ length: options.count }, () => (file ? [file] : options.sample!.map((event) => sampleEvent(event, options.merchant!)))).flat();
   const config = ctx.config;
-  const broker = new BrokerConnection({
-    url: config.RABBITMQ_URL,
-    name: 'webhooks-cli',
-    logger: silentLogger(),
-    declare: (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)),
-  });
-  await broker.open(CLI_BROKER_DEADLINE_MS);
-  const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-cli'));
-  try {
-    const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
-    for (const message of messages) {
-      // Named here, so that one whose confirm never comes can be named.
-      const messageId = options.messageId ?? newEventId();
-      const result = await publisher.publish(message, { messageId, deadlineMs: CLI_BROKER_DEADLINE_MS }).catch((err: unknown) => {
-        if (!(err instanceof PublishUnconfirmedError)) throw err;
-        throw new Error(`RabbitMQ did not confirm ${messageId} within ${err.deadlineMs} ms (a memory or disk alarm blocks publishers?): it may still be published`);
-      });
-      writeLine(ctx.stdout, `published ${result.routingKey} ${result.messageId}`);
+  return withBroker(config, [], async (broker) => {
+    const tracing = await startTracing(tracingSettingsOf(config, 'webhooks-cli'));
+    try {
+      const publisher = new EventPublisher(broker, config.TOPOLOGY_PREFIX);
+      for (const message of messages) {
+        // Named here, so that one whose confirm never comes can be named.
+        const messageId = options.messageId ?? newEventId();
+        const result = await publisher.publish(message, { messageId, deadlineMs: CLI_BROKER_DEADLINE_MS }).catch((err: unknown) => {
+          if (!(err instanceof PublishUnconfirmedError)) throw err;
+          throw new Error(`RabbitMQ did not confirm ${messageId} within ${err.deadlineMs} ms (a memory or disk alarm blocks publishers?): it may still be published`);
+        });
+        writeLine(ctx.stdout, `published ${result.routingKey} ${result.messageId}`);
+      }
+    } finally {
+      await tracing.shutdown();
     }
-    return 0;
-  } finally {
-    await tracing.shutdown();
-    await broker.close();
-  }
+  }, (openChannel) => declareIntake(openChannel, config.TOPOLOGY_PREFIX, replicationOf(config)));
 }
 
 /** The file's event, refused with the rule when the dispatcher would park it or a resend could not find it. */

@@ -1,4 +1,5 @@
 import { SignJWT } from 'jose';
+import { type Dispatcher, getGlobalDispatcher } from 'undici';
 import { DEV_JWT_SECRET, parseDuration } from '../../libs/config/index.js';
 import { ADMIN_SCOPE } from '../api/auth.js';
 import { CliCommand, EXIT, UsageError, writeLine } from './command.js';
@@ -24,8 +25,35 @@ export function adminApiBase(env: Record<string, string | undefined>, given?: st
   return url;
 }
 
-/** A route of the admin API under its URL's path (an API behind an ingress), with its query. */
-export const adminApiRoute = (base: URL, route: string): URL => new URL(`${base.origin}${base.pathname.replace(/\/+$/, '')}${route}${base.search}`);
+type Envelope = { message?: unknown; error?: { code?: unknown }; data?: unknown };
+type AdminAnswer = { status: number; headers: Dispatcher.ResponseData['headers']; message?: string; code?: unknown; data?: unknown };
+
+/**
+ * `method` on a route of the admin API under its URL's path (an API behind an ingress), with its query and `query`:
+ * the status and the envelope's message (when a string), error code and data. `unreachable`: no answer came.
+ */
+export async function callAdminApi(
+  base: URL,
+  token: string,
+  method: Dispatcher.HttpMethod,
+  route: string,
+  options: { query?: Record<string, string>; body?: unknown; timeoutMs: number; unreachable: (err: Error) => Error },
+): Promise<AdminAnswer> {
+  const url = new URL(base);
+  for (const [name, value] of Object.entries(options.query ?? {})) url.searchParams.set(name, value);
+  // undici's dispatcher sends the path as given; fetch would take a segment . or .. (or %2E) for a move up the path.
+  const path = `${url.pathname.replace(/\/+$/, '')}${route}${url.search}`;
+  const headers = { authorization: `Bearer ${token}`, accept: 'application/json', 'content-type': 'application/json' };
+  const body = options.body === undefined ? undefined : JSON.stringify(options.body);
+  const res = await getGlobalDispatcher()
+    .request({ origin: base.origin, path, method, headers, body, signal: AbortSignal.timeout(options.timeoutMs) })
+    .catch((err: Error) => {
+      throw options.unreachable(err);
+    });
+  const json = (await res.body.json().catch(() => undefined)) as Envelope | null | undefined;
+  const message = typeof json?.message === 'string' ? json.message : undefined;
+  return { status: res.statusCode, headers: res.headers, message, code: json?.error?.code, data: json?.data };
+}
 
 /** Signed with the development secret as a last resort: only an API in development mode (npm start) accepts it. */
 export async function adminToken(env: Record<string, string | undefined>, given?: string): Promise<string> {
@@ -67,7 +95,6 @@ export function declareToken(program: CliCommand): void {
           throw new UsageError('token needs AUTH_JWT_SECRET (the secret the API verifies tokens with), or WEBHOOKS_DEV=true for the development one');
         }
         writeLine(ctx.stdout, await signToken(ctx.env, secret, options.subject, options.scopes, Math.floor((Date.now() + options.ttlMs) / 1000)));
-        return 0;
       },
     );
 }

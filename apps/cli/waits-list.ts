@@ -60,7 +60,6 @@ export function declareWaitsList(program: CliCommand): void {
           ),
         );
         if (rows.length > shown.length) writeLine(ctx.stderr, `showing the ${shown.length} soonest due; raise --limit to see more`);
-        return 0;
       },
     );
 }

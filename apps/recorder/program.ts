@@ -28,6 +28,9 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   // Declared on every connect: an operator may have deleted it.
   const stream = deliveriesSpec(config.TOPOLOGY_PREFIX, replicationOf(config));
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger, declare: (openChannel) => declareQueueSpec(openChannel, stream) });
+  // From the first moment (/readyz answers 200 before the recorder has started): a recorder cut off
+  // from RabbitMQ keeps its lead while it stores nothing, and WebhooksBrokerDisconnected tells.
+  gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   try {
     await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });
     awaited = { broker };
@@ -44,8 +47,6 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   });
   await recorder.start();
   const state = recorder.state;
-  // A recorder cut off from RabbitMQ keeps its lead while it stores nothing: WebhooksBrokerDisconnected tells.
-  gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPendingBytes, 'Bytes of the stream messages read and not stored yet', () => state.pendingBytes);
@@ -60,7 +61,7 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   return {
     recorder,
     metricsPort: metrics?.port,
-    fatal: new Promise<Error>((resolve) => broker.once('fatal', resolve)),
+    fatal: broker.refused,
     stop() {
       stopping ??= (async () => {
         metrics?.stopping();

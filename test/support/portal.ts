@@ -50,6 +50,24 @@ export const tokenOf = (url: string): string => /#token=([A-Za-z0-9_.-]+)$/.exec
 export const redeemLink = (api: ApiProgram, url: string): Promise<Answer> =>
   call(api, '/portal/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: tokenOf(url) }) });
 
+/** A single-use link to the portal, minted through the admin API; with every permission unless `body` says otherwise. */
+export async function mintLink(api: ApiProgram, merchantId: string, body?: unknown): Promise<string> {
+  const answer = await call(api, `/admin/merchants/${merchantId}/portal-sessions`, {
+    headers: { authorization: `Bearer ${await adminToken()}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body ?? { permissions: ['resend', 'manage-endpoint', 'manage-secret'] }),
+  });
+  if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
+  return (answer.body as { data: { url: string } }).data.url;
+}
+
+/** A browser's session opened from a fresh link (asserting it opens): its cookie and CSRF token. */
+export async function openSession(api: ApiProgram, merchantId: string, body?: unknown): Promise<PortalBrowser> {
+  const answer = await redeemLink(api, await mintLink(api, merchantId, body));
+  if (answer.status !== 201) throw new Error(`portal session: ${answer.status} ${JSON.stringify(answer.body)}`);
+  const cookie = answer.headers.get('set-cookie')!.split(';')[0]!;
+  return { cookie, csrf: (answer.body as { data: { csrfToken: string } }).data.csrfToken };
+}
+
 /** `dispatcherEnv` overrides the dispatcher's settings (its schedule, concurrency, timeout). */
 export async function startPortalStack(name: string, replicas = 1, options: ApiOptions = {}, dispatcherEnv: Record<string, string> = {}): Promise<PortalStack> {
   const prefix = uniquePrefix(name);
@@ -86,11 +104,6 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
   const admin = (api: ApiProgram, method: string, path: string, body?: unknown) =>
     call(api, path, { method, headers: { authorization: adminAuth, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
   const d = dispatcher;
-  const link = async (merchantId: string, body?: unknown, api = apis[0]!): Promise<string> => {
-    const answer = await admin(api, 'POST', `/admin/merchants/${merchantId}/portal-sessions`, body ?? { permissions: ['resend', 'manage-endpoint', 'manage-secret'] });
-    if (answer.status !== 201) throw new Error(`portal link: ${answer.status} ${JSON.stringify(answer.body)}`);
-    return (answer.body as { data: { url: string } }).data.url;
-  };
   return {
     prefix,
     env,
@@ -106,18 +119,13 @@ export async function startPortalStack(name: string, replicas = 1, options: ApiO
       for (const api of apis) await waitFor(`${id} known to every replica`, async () => ((await admin(api, 'GET', `/admin/merchants/${id}`)).body as { data?: { endpoints?: unknown[] } }).data?.endpoints?.length === 1, 10_000);
       return (answer.body as { data: { secret: string } }).data.secret;
     },
-    link,
+    link: (merchantId, body, api = apis[0]!) => mintLink(api, merchantId, body),
     endpoint(merchantId, index = 0) {
       const found = d.merchants.byId(merchantId)?.endpoints[index];
       if (!found) throw new Error(`${merchantId} has no endpoint ${index} (yet)`);
       return `/portal/api/endpoints/${found.id}`;
     },
-    async open(merchantId, body, api = apis[0]!) {
-      const answer = await redeemLink(api, await link(merchantId, body, api));
-      if (answer.status !== 201) throw new Error(`portal session: ${answer.status} ${JSON.stringify(answer.body)}`);
-      const cookie = answer.headers.get('set-cookie')!.split(';')[0]!;
-      return { cookie, csrf: (answer.body as { data: { csrfToken: string } }).data.csrfToken };
-    },
+    open: (merchantId, body, api = apis[0]!) => openSession(api, merchantId, body),
     write(b, method, path, body, csrf = b.csrf, api = apis[0]!) {
       return call(api, path, {
         method,

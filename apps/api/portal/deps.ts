@@ -6,8 +6,11 @@ export interface PortalDeps {
   /** Absent with DELIVERY_LOG=off: the portal answers 503. */
   sessions?: PortalSessions;
   health(merchantId: string): Promise<EndpointHealth>;
-  /** Publishes as upstream does; `test`: x-test-event (one attempt), `endpointId`: x-endpoint-id (that endpoint only). */
-  publish(message: UpstreamMessage, options?: { test?: boolean; endpointId?: string }): Promise<{ messageId: string }>;
+  /**
+   * Publishes as upstream does; `test`: x-test-event (one attempt), `endpointId`: x-endpoint-id (that endpoint only);
+   * past `deadlineMs` without a confirm it rejects with PublishUnconfirmedError.
+   */
+  publish(message: UpstreamMessage, options?: { test?: boolean; endpointId?: string; deadlineMs?: number }): Promise<{ messageId: string }>;
   /** Where links point and the portal's origin: never what a request says. */
   baseUrl: string;
   secureCookies: boolean;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Request, Router } from 'express';
+import { PublishUnconfirmedError } from '../../../libs/broker/index.js';
 import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
-import type { Queryable } from '../../../libs/delivery-store/index.js';
 import {
   type Actor,
   directoryNow,
@@ -12,7 +12,6 @@ import {
   endpointInputSchema,
   endpointPatchSchema,
   endpointViewOf,
-  type Merchant,
   receivesEvent,
   rotateInputSchema,
   withEndpointRates,
@@ -47,6 +46,12 @@ function portalEndpointOf(endpoint: Endpoint, now: Date) {
   };
 }
 
+/**
+ * How long a test event waits for RabbitMQ's confirm (a resend's copy waits as long): a memory or disk alarm
+ * blocks publishers without closing anything, and an unbounded wait held the page's request open for good.
+ */
+const TEST_EVENT_CONFIRM_DEADLINE_MS = 5_000;
+
 /** The sample events' amount fields: zero in a test, so no test reads as money moved. */
 const AMOUNT_FIELDS = ['sourceAmount', 'destinationAmount', 'amount'];
 
@@ -60,15 +65,16 @@ function testSample(event: EventName, merchantId: string) {
   return { message, reference: data[REFERENCE_FIELDS[event][0]!] as string };
 }
 
-/** The merchant's endpoints as the portal shows them, each with the rate it is sent at now. */
-export async function portalEndpointsOf(db: Queryable, merchant: Merchant | undefined, now: Date): Promise<PortalEndpoint[]> {
+/** The merchant's endpoints as the portal shows them (as this replica holds them), each with the rate it is sent at now. */
+export async function portalEndpointsOf(deps: ApiDeps, merchantId: string): Promise<PortalEndpoint[]> {
+  const merchant = deps.merchants.byId(merchantId);
   if (!merchant || merchant.endpoints.length === 0) return [];
-  return withEndpointRates(db, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
+  const now = directoryNow(deps.merchants);
+  return withEndpointRates(deps.audit, merchant.id, merchant.endpoints.map((endpoint) => portalEndpointOf(endpoint, now)));
 }
 
 /** The portal's endpoint routes: the list and one endpoint's settings, secret, test event and removal. */
 export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: PortalHelpers): void {
-  const merchantOf = (merchantId: string) => deps.merchants.byId(merchantId);
   /**
    * `write` within the merchant's settings budget, which counts changes made: one refused (4xx) gives its cell
    * back, so mistakes never lock the merchant out. Taken before, so that no more than the burst run at once.
@@ -87,14 +93,14 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
   };
   /** The endpoint as this replica holds it now (after a write: what the write made, NOTIFY or not). */
   const shown = async (merchantId: string, endpointId: string): Promise<PortalEndpoint> => {
-    const found = (await portalEndpointsOf(deps.audit, merchantOf(merchantId), directoryNow(deps.merchants))).find((e) => e.id === endpointId);
+    const found = (await portalEndpointsOf(deps, merchantId)).find((e) => e.id === endpointId);
     if (!found) throw new EndpointNotFoundError(merchantId, endpointId);
     return found;
   };
 
   mount(app, 'portalListEndpoints', async (req, res) => {
     const found = await helpers.session(req);
-    const list = await portalEndpointsOf(deps.audit, merchantOf(found.merchantId), directoryNow(deps.merchants));
+    const list = await portalEndpointsOf(deps, found.merchantId);
     res.json({ message: `${list.length} endpoint(s)`, error: null, data: { endpoints: list, maxEndpoints: deps.settings.maxEndpoints } });
   });
 
@@ -144,7 +150,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     const endpointId = params.endpointId as string;
     const input = testEventBody.safeParse(req.body ?? {});
     if (!input.success) throw badRequest('invalid_body', 'Give the event to send: {"event": "charge.completed" | "payout" | "refund.completed"}');
-    const target = merchantOf(found.merchantId)?.endpoints.find((e) => e.id === endpointId);
+    const target = deps.merchants.byId(found.merchantId)?.endpoints.find((e) => e.id === endpointId);
     if (!target) throw new EndpointNotFoundError(found.merchantId, endpointId);
     // The dispatcher skips a new event for an endpoint that is off or does not take it: refused here, not answered "sent".
     if (!target.enabled) throw new ApiError(409, 'webhook_disabled', `The endpoint ${endpointId} is disabled; enable it, then send it a test event`);
@@ -152,7 +158,11 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     if (!deps.brokerConnected()) throw unavailable('The message broker is unavailable; try again shortly');
     await helpers.limited('tests', found.merchantId);
     const { message, reference } = testSample(input.data.event, found.merchantId);
-    const { messageId } = await deps.portal.publish(message, { test: true, endpointId });
+    const { messageId } = await deps.portal.publish(message, { test: true, endpointId, deadlineMs: TEST_EVENT_CONFIRM_DEADLINE_MS }).catch((err: unknown) => {
+      // Published, but not confirmed: it may still be stored and sent, so the answer says so.
+      if (err instanceof PublishUnconfirmedError) throw unavailable('RabbitMQ did not confirm the test event in time; it may still be sent: look for it in the webhooks list before sending another');
+      throw err;
+    });
     await helpers.audit(found, req, 'portal.test_event', { event: input.data.event, endpointId, webhookId: messageId, reference });
     deps.logger.info('test event sent from the portal', { merchantId: found.merchantId, endpointId, event: input.data.event, reference });
     res.status(202).json({ message: `test ${input.data.event} sent`, error: null, data: { webhookId: messageId, reference } });

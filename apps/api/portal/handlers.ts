@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Request, Router } from 'express';
-import { type Actor, directoryNow, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
+import { type Actor, disabledByOperator, type Merchant, recordAudit } from '../../../libs/merchants/index.js';
 import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, type PortalSession, type PortalSessions } from '../../../libs/portal/index.js';
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
@@ -28,7 +28,8 @@ function sessionsOf(deps: ApiDeps): PortalSessions {
 export function mountPortalAdmin(router: Router, deps: ApiDeps): void {
   mount(router, 'createPortalSession', async (req, res, { params }) => {
     const merchantId = params.merchantId as string;
-    const input = portalSessionInput.safeParse(req.body ?? {});
+    // No body is the empty one; JSON null is a body, and no object (as bodyOf reads a settings body).
+    const input = portalSessionInput.safeParse(req.body === undefined ? {} : req.body);
     if (!input.success) throw badRequest('invalid_body', `The body is not valid: ${input.error.issues[0]!.path.join('.') || 'body'} ${input.error.issues[0]!.message}`);
     const lifetime = linkLifetimeMs(input.data.expiresIn);
     if (lifetime === undefined) throw badRequest('invalid_body', 'expiresIn must be from 1s to 7d, e.g. 30m, 1h or 7d');
@@ -166,7 +167,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
   mount(app, 'portalOverview', async (req, res) => {
     const found = await session(req);
     const health = await readLog(deps, found.merchantId, () => deps.portal.health(found.merchantId));
-    const endpoints = await portalEndpointsOf(deps.audit, deps.merchants.byId(found.merchantId), directoryNow(deps.merchants));
+    const endpoints = await portalEndpointsOf(deps, found.merchantId);
     res.json({ message: 'overview', error: null, data: { merchantId: found.merchantId, endpoints, health } });
   });
 

@@ -6,10 +6,6 @@ import { listQuery, webhookDetail, webhookIdParams, webhookPage, webhookSummary 
 import { ADMIN_AUTH, MERCHANT_AUTH, merchantIdParams, type RouteDeclaration } from '../route-declaration.js';
 import { endpointShown, envelope, rotated } from '../schemas.js';
 
-/** A portal session's cookie; a write also needs its CSRF token in x-csrf-token. */
-const PORTAL_AUTH = [{ portalSession: [] }] as const;
-const PORTAL_WRITE_AUTH = [{ portalSession: [], portalCsrf: [] }] as const;
-
 const READ_ERRORS = {
   '400': 'invalid_parameter, unknown_parameter',
   '401': 'portal_session_required: no session cookie, or the session has expired; open a new link',
@@ -47,6 +43,7 @@ const BASE = '/portal/api/endpoints';
 /** Reading endpoints needs the session (kept with the log), and counts against no log limit. */
 const ENDPOINT_READ_ERRORS = { '400': 'invalid_parameter', '401': READ_ERRORS['401'], '503': READ_ERRORS['503'] };
 const SETTINGS_LIMITED = 'rate_limited: at most 10 endpoint changes and rotations a minute per merchant (refused ones not counted), on all replicas together; see Retry-After';
+const ENDPOINT_WRITE_ERRORS = { ...WRITE_ERRORS, '404': 'endpoint_not_found', '429': SETTINGS_LIMITED };
 
 const lifetime = z.string().regex(/^\d{1,7}(s|m|h|d)$/, 'must be a duration such as 30m, 1h or 7d').describe(
   'How long the link, and the session it opens, lives: 1s to 7d; 1h when left out',
@@ -121,6 +118,24 @@ const SESSIONS_ADMIN_ERRORS = {
   '503': 'service_unavailable, log_unavailable, log_disabled: portal sessions are kept in the delivery log\'s PostgreSQL',
 };
 
+/** What a route of the session declares; `answer` is its success's description and schema, in the envelope. */
+type SessionRoute = Pick<RouteDeclaration, 'summary' | 'description' | 'input' | 'errors'> & {
+  status?: string;
+  answer: [string, z.ZodType];
+};
+
+/** A route of the portal's session: its cookie, on a write (not GET) its CSRF token (x-csrf-token) too. */
+function sessionRoute<const Id extends string, const Method extends RouteDeclaration['method']>(
+  method: Method,
+  path: string,
+  operationId: Id,
+  { status = '200', answer: [description, data], ...rest }: SessionRoute,
+) {
+  const output = { [status]: { description, schema: envelope(data) } };
+  const security = method === 'get' ? [{ portalSession: [] }] : [{ portalSession: [], portalCsrf: [] }];
+  return { operationId, method, path, ...rest, security, output };
+}
+
 export const PORTAL_ROUTES = [
   {
     operationId: 'resendWebhookById', method: 'post', path: '/nucleus/webhooks/{webhookId}/resend',
@@ -161,13 +176,10 @@ export const PORTAL_ROUTES = [
     output: { '200': { description: 'What was ended', schema: envelope(z.strictObject({ sessions: z.number().int(), links: z.number().int() })) } },
     errors: { ...SESSIONS_ADMIN_ERRORS, '400': 'invalid_merchant_id' },
   },
-  {
-    operationId: 'portalLogout', method: 'post', path: '/portal/api/logout',
+  sessionRoute('post', '/portal/api/logout', 'portalLogout', {
     summary: 'End this session (the page\'s Log out)',
-    security: PORTAL_WRITE_AUTH,
-    output: { '200': { description: 'Logged out; Set-Cookie clears the cookie', schema: envelope(z.null()) } },
-    errors: WRITE_ERRORS,
-  },
+    answer: ['Logged out; Set-Cookie clears the cookie', z.null()], errors: WRITE_ERRORS,
+  }),
   {
     operationId: 'portalPage', method: 'get', path: '/portal/',
     summary: 'The merchant portal (HTML); its script and style are /portal/portal.js and /portal/portal.css',
@@ -186,126 +198,95 @@ export const PORTAL_ROUTES = [
       '503': 'log_unavailable, log_disabled, service_unavailable',
     },
   },
-  {
-    operationId: 'getPortalSession', method: 'get', path: '/portal/api/session',
+  sessionRoute('get', '/portal/api/session', 'getPortalSession', {
     summary: 'The session: merchant, permissions, expiry and CSRF token',
-    security: PORTAL_AUTH,
-    output: { '200': { description: 'The session', schema: envelope(sessionView) } },
-    errors: READ_ERRORS,
-  },
-  {
-    operationId: 'portalOverview', method: 'get', path: '/portal/api/overview',
+    answer: ['The session', sessionView], errors: READ_ERRORS,
+  }),
+  sessionRoute('get', '/portal/api/overview', 'portalOverview', {
     summary: "The merchant's endpoints and its webhooks' health over the last 24 hours",
-    security: PORTAL_AUTH,
-    output: { '200': { description: 'Overview', schema: envelope(overview) } },
-    errors: READ_ERRORS,
-  },
-  {
-    operationId: 'portalListWebhooks', method: 'get', path: '/portal/api/webhooks',
+    answer: ['Overview', overview], errors: READ_ERRORS,
+  }),
+  sessionRoute('get', '/portal/api/webhooks', 'portalListWebhooks', {
     summary: 'The session\'s merchant\'s webhooks (the delivery log)',
-    security: PORTAL_AUTH,
     input: { query: listQuery },
-    output: { '200': { description: 'A page', schema: webhookPage } },
-    errors: READ_ERRORS,
-  },
-  {
-    operationId: 'portalGetWebhook', method: 'get', path: '/portal/api/webhooks/{webhookId}',
+    answer: ['A page', webhookPage.shape.data], errors: READ_ERRORS,
+  }),
+  sessionRoute('get', '/portal/api/webhooks/{webhookId}', 'portalGetWebhook', {
     summary: 'One webhook: payload, headers, every attempt',
-    security: PORTAL_AUTH,
     input: { params: webhookIdParams },
-    output: { '200': { description: 'The webhook', schema: envelope(portalWebhook) } },
-    errors: { ...READ_ERRORS, '404': 'webhook_not_found' },
-  },
-  {
-    operationId: 'portalResendWebhook', method: 'post', path: '/portal/api/webhooks/{webhookId}/resend',
+    answer: ['The webhook', portalWebhook], errors: { ...READ_ERRORS, '404': 'webhook_not_found' },
+  }),
+  sessionRoute('post', '/portal/api/webhooks/{webhookId}/resend', 'portalResendWebhook', {
     summary: 'Resend one failed webhook (permission resend): on every endpoint where it failed, or on endpointId',
-    security: PORTAL_WRITE_AUTH,
     input: { params: webhookIdParams, query: resendQuery },
-    output: { '200': { description: 'Sent again', schema: envelope(z.null()) } },
+    answer: ['Sent again', z.null()],
     errors: { ...WRITE_ERRORS, '400': `${WRITE_ERRORS['400']}; unknown_parameter: a query parameter other than endpointId`, ...RESEND_ERRORS },
-  },
-  {
-    operationId: 'portalRecoverPreview', method: 'get', path: '/portal/api/recover',
+  }),
+  sessionRoute('get', '/portal/api/recover', 'portalRecoverPreview', {
     summary: 'What "resend everything that failed since" would resend (the dry run)',
-    security: PORTAL_AUTH,
     input: { query: recoverQuery },
-    output: { '200': { description: 'The failed webhooks', schema: envelope(recoverPreview) } },
+    answer: ['The failed webhooks', recoverPreview],
     errors: {
       ...READ_ERRORS,
       '403': "cross_origin_write: a count that starts a round (a session that may resend) whose Origin or Sec-Fetch-Site says it does not come from the portal's page",
       '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After',
     },
-  },
-  {
-    operationId: 'portalListEndpoints', method: 'get', path: BASE,
+  }),
+  sessionRoute('get', BASE, 'portalListEndpoints', {
     summary: "The session's merchant's endpoints: URL, events, state, rate and failing clock of each",
-    security: PORTAL_AUTH,
-    output: { '200': { description: 'The endpoints', schema: envelope(portalEndpointList) } },
-    errors: ENDPOINT_READ_ERRORS,
-  },
-  {
-    operationId: 'portalCreateEndpoint', method: 'post', path: BASE,
+    answer: ['The endpoints', portalEndpointList], errors: ENDPOINT_READ_ERRORS,
+  }),
+  sessionRoute('post', BASE, 'portalCreateEndpoint', {
     summary: 'Add an endpoint (permission manage-endpoint); its secret is in this answer only',
     description: 'Validated as the admin API does: https outside development mode, no credentials, no fragment, no private address literal, a URL the merchant does not send to yet.',
-    security: PORTAL_WRITE_AUTH,
     input: { body: endpointInputSchema, bodyRequired: true },
-    output: { '201': { description: 'Added; secret is shown this once', schema: envelope(portalEndpointView.extend({ secret: z.string().regex(/^whsec_/) })) } },
+    status: '201',
+    answer: ['Added; secret is shown this once', portalEndpointView.extend({ secret: z.string().regex(/^whsec_/) })],
     errors: {
       ...WRITE_ERRORS,
       '409': 'endpoint_limit: the merchant has MAX_ENDPOINTS_PER_MERCHANT endpoints already; endpoint_url_taken',
       '429': SETTINGS_LIMITED,
     },
-  },
-  {
-    operationId: 'portalGetEndpoint', method: 'get', path: `${BASE}/{endpointId}`,
+  }),
+  sessionRoute('get', `${BASE}/{endpointId}`, 'portalGetEndpoint', {
     summary: 'One endpoint (never its secret)',
-    security: PORTAL_AUTH,
     input: { params: portalEndpointParams },
-    output: { '200': { description: 'The endpoint', schema: envelope(portalEndpointView) } },
-    errors: { ...ENDPOINT_READ_ERRORS, '404': 'endpoint_not_found' },
-  },
-  {
-    operationId: 'portalUpdateEndpoint', method: 'patch', path: `${BASE}/{endpointId}`,
+    answer: ['The endpoint', portalEndpointView], errors: { ...ENDPOINT_READ_ERRORS, '404': 'endpoint_not_found' },
+  }),
+  sessionRoute('patch', `${BASE}/{endpointId}`, 'portalUpdateEndpoint', {
     summary: 'Change the URL, description, events, throttle, order per reference or enable/disable one endpoint (permission manage-endpoint)',
     description: 'A JSON merge patch: "events": null goes back to every event, "maxPerSecond": null removes the throttle. Validated as the admin API does.',
-    security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams, body: endpointPatchSchema, bodyRequired: true },
-    output: { '200': { description: 'Changed', schema: envelope(portalEndpointView) } },
+    answer: ['Changed', portalEndpointView],
     errors: {
-      ...WRITE_ERRORS,
-      '404': 'endpoint_not_found',
+      ...ENDPOINT_WRITE_ERRORS,
       '409': 'endpoint_url_taken; endpoint_disabled_by_operator: the platform turned it off, only the platform turns it on or changes its URL',
-      '429': SETTINGS_LIMITED,
     },
-  },
-  {
-    operationId: 'portalDeleteEndpoint', method: 'delete', path: `${BASE}/{endpointId}`,
+  }),
+  sessionRoute('delete', `${BASE}/{endpointId}`, 'portalDeleteEndpoint', {
     summary: 'Remove one endpoint: nothing more is sent to it (permission manage-endpoint)',
-    security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams },
-    output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it', '429': SETTINGS_LIMITED },
-  },
-  {
-    operationId: 'portalRotateSecret', method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
+    answer: ['Removed', z.strictObject({ deleted: z.string() })],
+    errors: {
+      ...ENDPOINT_WRITE_ERRORS,
+      '409': 'endpoint_disabled_by_operator: the platform turned it off, only the platform deletes it',
+    },
+  }),
+  sessionRoute('post', `${BASE}/{endpointId}/secret/rotate`, 'portalRotateSecret', {
     summary: "Rotate one endpoint's secret with a grace period (permission manage-secret); the new one is shown this once, the other endpoints keep theirs",
-    security: PORTAL_WRITE_AUTH,
     // The admin API's body, so that a refusal names the field in the same words ("unknown field grace; allowed: graceSeconds").
     input: { params: portalEndpointParams, body: rotateInputSchema, bodyRequired: false },
-    output: { '200': { description: 'Rotated', schema: envelope(rotated) } },
-    errors: { ...WRITE_ERRORS, '404': 'endpoint_not_found', '409': 'too_many_secrets', '429': SETTINGS_LIMITED },
-  },
-  {
-    operationId: 'portalSendTestEvent', method: 'post', path: `${BASE}/{endpointId}/test`,
+    answer: ['Rotated', rotated], errors: { ...ENDPOINT_WRITE_ERRORS, '409': 'too_many_secrets' },
+  }),
+  sessionRoute('post', `${BASE}/{endpointId}/test`, 'portalSendTestEvent', {
     summary: 'Send this endpoint a sample of an event with a TEST- reference, delivered and logged like any other (permission manage-endpoint)',
-    security: PORTAL_WRITE_AUTH,
     input: { params: portalEndpointParams, body: testEventBody, bodyRequired: true },
-    output: { '202': { description: 'Published', schema: envelope(z.strictObject({ webhookId: z.string(), reference: z.string() })) } },
+    status: '202', answer: ['Published', z.strictObject({ webhookId: z.string(), reference: z.string() })],
     errors: {
       ...WRITE_ERRORS,
       '404': 'endpoint_not_found',
       '409': 'webhook_disabled: the endpoint is disabled; event_not_subscribed: the endpoint does not receive this event (nothing is sent, as for a live event)',
       '429': 'rate_limited: at most 10 test events a minute per merchant, on all replicas together; see Retry-After',
     },
-  },
+  }),
 ] as const satisfies readonly RouteDeclaration[];

@@ -13,12 +13,14 @@ const live = document.getElementById('status')!;
 export let session: Session | undefined;
 export function setSession(next: Session | undefined): void { session = next; }
 
-export function h(tag: string, attrs: Record<string, string | boolean | ((e: Event) => void)> = {}, ...children: Child[]): HTMLElement {
-  const el = document.createElement(tag);
+/** `svg:rect`: an element of SVG's namespace (the overview's chart). */
+export function h(tag: string, attrs: Record<string, string | number | boolean | ((e: Event) => void)> = {}, ...children: Child[]): HTMLElement {
+  const svg = tag.startsWith('svg:') ? document.createElementNS('http://www.w3.org/2000/svg', tag.slice(4)) : undefined;
+  const el = (svg as HTMLElement | undefined) ?? document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (typeof value === 'function') el.addEventListener(key.slice(2), value);
     else if (value === true) el.setAttribute(key, '');
-    else if (value !== false) el.setAttribute(key, value);
+    else if (value !== false) el.setAttribute(key, String(value));
   }
   for (const child of children) if (child !== null && child !== undefined && child !== false) el.append(child);
   return el;
@@ -53,6 +55,9 @@ export function ago(iso: string): string {
 /** datetime-local value (local time, minutes) ↔ ISO. */
 export const localInput = (date: Date) => new Date(date.getTime() - date.getTimezoneOffset() * 60000).toISOString().slice(0, 16);
 export const fromLocal = (value: string) => (value ? new Date(value).toISOString() : undefined);
+
+export const resendPath = (webhookId: string, endpointId: string | null) =>
+  `/portal/api/webhooks/${encodeURIComponent(webhookId)}/resend${endpointId ? `?endpointId=${encodeURIComponent(endpointId)}` : ''}`;
 
 export function table(caption: string, head: string[], rows: Child[][]): HTMLElement {
   return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': caption },

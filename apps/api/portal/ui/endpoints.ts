@@ -110,13 +110,11 @@ export async function endpoint(id: string): Promise<void> {
       ep.previousSecrets.length ? `; ${ep.previousSecrets.length} previous secret(s) still signing until ${when(ep.previousSecrets[0].expiresAt)}.` : '.'),
     editable ? h('button', { type: 'submit' }, 'Save endpoint') : null,
     out);
-  const sections: Child[] = [back,
-    !can('manage-endpoint') ? h('p', { class: 'note' }, 'This link lets you view the settings, not change them.') : null,
-    form];
-  if (can('manage-secret')) sections.push(...rotation(id));
-  if (can('manage-endpoint')) sections.push(...testEvent(id, ep.events));
-  if (editable && !operatorOff) sections.push(...removal(id, ep));
-  show(`Endpoint ${nameOf(ep)}`, ...sections);
+  show(`Endpoint ${nameOf(ep)}`, back,
+    editable ? null : h('p', { class: 'note' }, 'This link lets you view the settings, not change them.'), form,
+    ...(can('manage-secret') ? rotation(id) : []),
+    ...(editable ? testEvent(id, ep.events) : []),
+    ...(editable && !operatorOff ? removal(id, ep) : []));
 }
 
 function rotation(id: string): Child[] {

@@ -7,27 +7,21 @@ function chart(hours: Json[]): HTMLElement {
   const W = 720, H = 180, top = 10, bottom = 20, barW = W / 24;
   const max = Math.max(1, ...hours.map((b) => STATUSES.reduce((n, s) => n + b[s], 0)));
   const total = (s: string) => hours.reduce((n, b) => n + b[s], 0);
-  const el = (tag: string, attrs: Record<string, string | number>, ...children: Array<Node | string>) => {
-    const node = document.createElementNS('http://www.w3.org/2000/svg', tag);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
-    node.append(...children);
-    return node;
-  };
-  const svg = el('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Webhooks per hour over the last 24 hours: ${STATUSES.map((s) => `${total(s)} ${s}`).join(', ')}. The table below has the numbers.` },
-    el('line', { x1: 0, x2: W, y1: H - bottom, y2: H - bottom }));
+  const plot = h('svg:svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Webhooks per hour over the last 24 hours: ${STATUSES.map((s) => `${total(s)} ${s}`).join(', ')}. The table below has the numbers.` },
+    h('svg:line', { x1: 0, x2: W, y1: H - bottom, y2: H - bottom }));
   hours.forEach((b, i) => {
     let y = H - bottom;
     for (const s of STATUSES) {
       const hgt = (b[s] / max) * (H - top - bottom);
       if (hgt > 0) {
         y -= hgt;
-        svg.append(el('rect', { x: i * barW + 2, y, width: barW - 4, height: hgt, class: s }, el('title', {}, `${new Date(b.hour).getHours()}:00 ${b[s]} ${s}`)));
+        plot.append(h('svg:rect', { x: i * barW + 2, y, width: barW - 4, height: hgt, class: s }, h('svg:title', {}, `${new Date(b.hour).getHours()}:00 ${b[s]} ${s}`)));
       }
     }
-    if (i % 3 === 0) svg.append(el('text', { x: i * barW + 2, y: H - 5, class: 'axis' }, `${String(new Date(b.hour).getHours()).padStart(2, '0')}:00`));
+    if (i % 3 === 0) plot.append(h('svg:text', { x: i * barW + 2, y: H - 5, class: 'axis' }, `${String(new Date(b.hour).getHours()).padStart(2, '0')}:00`));
   });
-  svg.append(el('text', { x: 0, y: top, class: 'axis' }, `max ${max}/h`));
-  return h('div', {}, svg);
+  plot.append(h('svg:text', { x: 0, y: top, class: 'axis' }, `max ${max}/h`));
+  return h('div', {}, plot);
 }
 
 export async function overview(): Promise<void> {

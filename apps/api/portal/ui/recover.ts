@@ -1,6 +1,6 @@
 // Recover: resend every webhook that failed since a time, after a dry run, at the pace the limits allow.
 
-import { type Json, alertBox, api, can, fromLocal, h, localInput, show, table, when } from './core.js';
+import { type Json, alertBox, api, can, fromLocal, h, localInput, resendPath, show, table, when } from './core.js';
 
 export async function recover(): Promise<void> {
   const result = h('div');
@@ -38,7 +38,7 @@ async function resendAll(list: Json[], result: HTMLElement): Promise<void> {
   const counts = { sent: 0, gone: 0, later: 0, skipped: 0 };
   let errors = 0;
   for (let i = 0; i < list.length && !stop; ) {
-    const answer = await api('POST', `/portal/api/webhooks/${encodeURIComponent(list[i].webhookId)}/resend${list[i].endpointId ? `?endpointId=${encodeURIComponent(list[i].endpointId)}` : ''}`);
+    const answer = await api('POST', resendPath(list[i].webhookId, list[i].endpointId));
     const code = answer.body?.error?.code;
     // This webhook's own limit (resent 10 times today: its Retry-After runs to the end of the day) or
     // another resend of it under way: not this one now, the next one.

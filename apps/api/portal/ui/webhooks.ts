@@ -1,6 +1,6 @@
 // The delivery log: the list (grouped by endpoint when unfiltered), and one webhook with its attempts and resend.
 
-import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, endpointList, fromLocal, h, localInput, main, nameOf, show, table, timeEl, when } from './core.js';
+import { type Child, type Json, EVENTS, STATUSES, alertBox, announce, api, badge, can, endpointList, fromLocal, h, localInput, main, nameOf, resendPath, show, table, timeEl, when } from './core.js';
 import { stateOf } from './endpoints.js';
 
 const pageStack: string[] = [];
@@ -95,8 +95,7 @@ async function grouped(form: HTMLElement, eps: Json[]): Promise<void> {
 }
 
 export async function webhook(id: string, note?: Child): Promise<void> {
-  const path = `/portal/api/webhooks/${encodeURIComponent(id)}`;
-  const answer = await api('GET', path);
+  const answer = await api('GET', `/portal/api/webhooks/${encodeURIComponent(id)}`);
   if (answer.status !== 200) return show('Webhook', alertBox(answer), h('p', {}, h('a', { href: '#/webhooks' }, 'Back to the webhooks')));
   const w = answer.body.data;
   const names = namesOf(await endpointList());
@@ -106,7 +105,7 @@ export async function webhook(id: string, note?: Child): Promise<void> {
   const several = w.deliveries.length > 1;
   // Each endpoint's delivery on a row of its own, with the resend of that delivery alone.
   const deliveries = w.deliveries.map((d: Json) => [epLink(d.endpointId), badge(d.status), String(d.attempts), String(d.lastHttpStatus ?? '—'),
-    d.status === 'failed' && can('resend') ? h('button', { type: 'button', onclick: (e: Event) => resend(path, d, e.currentTarget as HTMLButtonElement) },
+    d.status === 'failed' && can('resend') ? h('button', { type: 'button', onclick: (e: Event) => resend(id, d, e.currentTarget as HTMLButtonElement) },
       several ? `Resend to ${epName(d.endpointId)}` : 'Resend this webhook') : '—']);
   const records = w.records.map((r: Json) => [
     timeEl(r.startedAt ?? r.at), epName(r.endpointId), badge(r.outcome === 'delivered' || r.outcome === 'failed' || r.outcome === 'skipped' ? r.outcome : 'retrying'),
@@ -132,23 +131,22 @@ export async function webhook(id: string, note?: Child): Promise<void> {
 }
 
 /** Resends one delivery (the webhook on one endpoint) and polls the log until its new attempt is in. */
-async function resend(path: string, d: Json, button: HTMLButtonElement): Promise<void> {
+async function resend(id: string, d: Json, button: HTMLButtonElement): Promise<void> {
   button.disabled = true;
-  const answer = await api('POST', `${path}/resend${d.endpointId ? `?endpointId=${encodeURIComponent(d.endpointId)}` : ''}`);
+  const answer = await api('POST', resendPath(id, d.endpointId));
   if (answer.status !== 200) { button.disabled = false; button.after(alertBox(answer)); return; }
   announce('Sent again; waiting for the outcome');
-  const id = path.slice(path.lastIndexOf('/') + 1);
   const deadline = Date.now() + 30_000;
   // The log is fed from a stream: poll until the new attempt is in it.
-  while (Date.now() < deadline && location.hash === `#/webhooks/${id}`) {
+  while (Date.now() < deadline && location.hash === `#/webhooks/${encodeURIComponent(id)}`) {
     await new Promise((r) => setTimeout(r, 700));
-    const next = await api('GET', path);
+    const next = await api('GET', `/portal/api/webhooks/${encodeURIComponent(id)}`);
     const now = next.status === 200 && next.body.data.deliveries.find((n: Json) => n.endpointId === d.endpointId);
     if (now && now.attempts > d.attempts && now.status !== 'retrying') {
       const text = `Resent: now ${now.status}`;
       announce(text);
-      return webhook(decodeURIComponent(id), h('p', { class: now.status === 'delivered' ? 'ok' : 'alert', role: 'status' }, text));
+      return webhook(id, h('p', { class: now.status === 'delivered' ? 'ok' : 'alert', role: 'status' }, text));
     }
   }
-  return webhook(decodeURIComponent(id), h('p', { class: 'info', role: 'status' }, 'Sent again; the outcome is not in the log yet. Reload in a moment.'));
+  return webhook(id, h('p', { class: 'info', role: 'status' }, 'Sent again; the outcome is not in the log yet. Reload in a moment.'));
 }
