@@ -161,6 +161,7 @@ export class ResendService {
 
   private async resendWhere(merchantId: string, filter: FailureFilter, verdictOf: (failure: ClaimedFailure) => Verdict, reference: string | undefined): Promise<number> {
     const claimId = randomUUID();
+    const claimedAt = performance.now();
     const unavailable = (err: unknown): never => {
       throw new ResendStoppedError(0, new FailureIndexUnavailableError({ cause: err }));
     };
@@ -176,7 +177,7 @@ export class ResendService {
     const giveBack: FailureKey[] = [];
     const sent: FailureKey[] = [];
     let failure: unknown;
-    const lease = this.keepLease(merchantId, claimId, claimed);
+    const lease = this.keepLease(merchantId, claimId, claimed, claimedAt);
     try {
       for (const [i, webhook] of claimed.entries()) {
         failure ??= lease.lost();
@@ -224,14 +225,20 @@ export class ResendService {
 
   /**
    * Renews the claim every third of its lease while its copies go out. `done(key)`: the rows before
-   * it need no renewal. `lost()`: a renewal failed, so the rows may be free soon: nothing more goes out.
+   * it need no renewal. `lost()`: a renewal failed, or none that started in the last two thirds of
+   * the lease has ended (PostgreSQL slow to answer, not refusing), so the rows may be free soon, or
+   * taken already: nothing more goes out.
    */
-  private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[]) {
+  private keepLease(merchantId: string, claimId: string, claimed: readonly FailureKey[], claimedAt: number) {
     let waiting = claimed;
     let held = new Set(waiting.map(failureKeyOf));
     let error: unknown;
+    // When the last renewal that ended started: the lease runs from then at the latest.
+    let renewedAt = claimedAt;
     const renew = async () => {
+      const started = performance.now();
       held = await this.store.renew(merchantId, waiting, claimId);
+      renewedAt = started;
     };
     const renewals: Periodic = new Periodic(renew, () => Math.max(1, Math.floor(this.leaseMs / 3)), {
       waitFirst: true,
@@ -244,7 +251,8 @@ export class ResendService {
     return {
       holds: (key: FailureKey) => held.has(failureKeyOf(key)),
       done: (key: FailureKey) => (waiting = waiting.slice(waiting.indexOf(key))),
-      lost: () => error,
+      lost: () =>
+        error ?? (performance.now() - renewedAt > (2 * this.leaseMs) / 3 ? new FailureIndexUnavailableError({ cause: new Error('claim not renewed within two thirds of its lease') }) : undefined),
       stop: () => renewals.stop(),
     };
   }
