@@ -32,8 +32,10 @@ export function adminRouter(deps: ApiDeps): express.Router {
   // A rejection goes to the error handler: express 5 passes it to next().
   router.use(async (req: Request, res: Response, next: NextFunction) => {
     const token = await deps.auth.authorizeAdmin(req.get('authorization'));
-    // Who, for the audit trail: the admin token's subject (the dashboard's backend, an operator).
-    res.locals.actor = { actor: `admin:${String(token.sub ?? 'unknown').slice(0, 200)}`, address: req.ip };
+    // Who, for the audit trail: the admin token's subject (the dashboard's backend, an operator). Its
+    // control characters replaced: PostgreSQL refuses a NUL in text, and the write would fail with it.
+    const sub = String(token.sub ?? 'unknown').slice(0, 200).replace(/[\u0000-\u001f\u007f]/g, '\uFFFD');
+    res.locals.actor = { actor: `admin:${sub}`, address: req.ip };
     next();
   });
 

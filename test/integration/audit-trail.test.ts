@@ -2,7 +2,7 @@ import { sampleEvent } from '../../libs/contracts/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { topologyNames } from '../../libs/topology/index.js';
-import { type Answer, call, startTestApi, token, unresolved } from '../support/api.js';
+import { adminToken, type Answer, call, startTestApi, token, unresolved } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
 import { runCliInProcess } from '../support/cli.js';
 import { type PortalStack, redeemLink, startPortalStack } from '../support/portal.js';
@@ -174,6 +174,19 @@ describe('the audit trail', () => {
       ]);
       expect(entries.every((e) => e.address !== null)).toBe(true);
     }
+  });
+
+  it("records an admin token's subject with control characters as it can be stored, the write done (PostgreSQL refuses a NUL in text: a good write was refused as invalid settings)", async () => {
+    await stack.putMerchant('m_sub', `${receiver.url}/audit`);
+    const authorization = `Bearer ${await adminToken('webhooks:admin', 'ops\u0000\u001bbot')}`;
+    const answer = await call(api, adminEndpoint('m_sub'), { method: 'PATCH', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ description: 'by a bot' }) });
+    expect(answer.status).toBe(200);
+    expect((await trailOf('m_sub')).map((e) => [e.action, e.actor]).slice(-1)).toEqual([['endpoint.updated', 'admin:ops\uFFFD\uFFFDbot']]);
+    // A NUL in what the admin sends is a 400, as PostgreSQL would refuse it: in a description, a merchant's id.
+    const nul = await stack.admin(api, 'PATCH', adminEndpoint('m_sub'), { description: 'by a\u0000bot' });
+    expect([nul.status, (nul.body as any).error?.code]).toEqual([400, 'invalid_settings']);
+    expect((await stack.admin(api, 'GET', '/admin/merchants/m%00sub')).status).toBe(400);
+    expect((await stack.admin(api, 'PUT', '/admin/merchants/m%00sub', { publicKey: 'pk_test_m_sub_nul_0000' })).status).toBe(400);
   });
 
   it('answers 503 for an action whose audit entry PostgreSQL refuses, with nothing of what it would have given', async () => {
