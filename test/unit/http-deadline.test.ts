@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createUndiciClient, WebhookTimeoutError } from '../../libs/http/index.js';
 import { type Deadlined, Deadlines } from '../../libs/http/deadlines.js';
+import { waitFor } from '../support/wait.js';
 
 /**
  * The whole attempt's deadline, now one shared timer rather than one per request: it must still
@@ -117,13 +118,16 @@ describe('Deadlines', () => {
     const b = item(log, 'b');
     const c = item(log, 'c');
     const d = item(log, 'd');
-    deadlines.add(a, 60);
-    deadlines.add(b, 20);
-    deadlines.add(c, 40);
-    deadlines.add(d, 30);
+    // 200 ms apart: a loaded machine may pause the process between two adds (20 ms apart, a pause
+    // of 25 ms made a's deadline come before c's, in CI).
+    deadlines.add(a, 600);
+    deadlines.add(b, 200);
+    deadlines.add(c, 400);
+    deadlines.add(d, 300);
     deadlines.remove(d);
     deadlines.remove(d);
-    await new Promise((resolve) => setTimeout(resolve, 120));
+    // d, removed, would have expired before a: by a's expiry the log is whole.
+    await waitFor('a expired', () => log.includes('a'), 5_000, 20);
     expect(log).toEqual(['b', 'c', 'a']);
     deadlines.close();
   });
