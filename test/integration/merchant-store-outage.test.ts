@@ -3,6 +3,7 @@ import type { ApiProgram } from '../../apps/api/program.js';
 import { PREFETCH_PER_SLOT } from '../../apps/dispatcher/dispatcher.js';
 import type { DispatcherProgram } from '../../apps/dispatcher/program.js';
 import { sampleEvent } from '../../libs/contracts/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { adminToken, type Answer, call, startTestApi, token, waitReady } from '../support/api.js';
 import { TestBroker, uniquePrefix } from '../support/broker.js';
@@ -168,8 +169,14 @@ describe('the merchants database stopped for 15 s under load', () => {
 
     // Every wait due by the return (a first attempt failed before it) goes out within 10 s of it.
     const dueByReturn = new Set(receiver.requests.filter((r) => r.at < upAt && !ok(r)).map((r) => String(r.headers['webhook-id'])));
-    await waitFor('the waits due during the outage sent', () => [...dueByReturn].every((id) => sentAt(receiver, id) !== undefined), BACK_WITHIN_MS + 5_000, 100).catch((err: Error) => {
-      throw new Error(`${err.message}: ${[...dueByReturn].filter((id) => sentAt(receiver, id) === undefined).length} of ${dueByReturn.size} not sent`);
+    await waitFor('the waits due during the outage sent', () => [...dueByReturn].every((id) => sentAt(receiver, id) !== undefined), BACK_WITHIN_MS + 5_000, 100).catch(async (err: Error) => {
+      const unsent = [...dueByReturn].filter((id) => sentAt(receiver, id) === undefined);
+      // What the rows say of them, and when each was refused, against the crash and the return.
+      const db = openPostgres(server!.url);
+      const rows = await db.query(`SELECT webhook_id, attempt, reason, hand, takes, parked, extract(epoch FROM due_at) * 1000 - $2 AS due, extract(epoch FROM pick_at) * 1000 - $2 AS pick
+        FROM webhook_waits WHERE webhook_id = ANY($1)`, [unsent, upAt]).finally(() => db.close());
+      const refusedAt = unsent.map((id) => receiver.requests.filter((r) => r.headers['webhook-id'] === id).map((r) => r.at - upAt));
+      throw new Error(`${err.message}: ${unsent.length} of ${dueByReturn.size} not sent; crash at ${downAt - upAt} ms from the return; requests at ${JSON.stringify(refusedAt)}; rows ${JSON.stringify(rows.rows)}`);
     });
     expect(Math.max(...[...dueByReturn].map((id) => sentAt(receiver, id)!)) - upAt).toBeLessThanOrEqual(BACK_WITHIN_MS);
 
