@@ -16,8 +16,12 @@ type RecorderProgramConfig = Pick<RecorderConfig, 'RABBITMQ_URL' | 'TOPOLOGY_PRE
 export async function startRecorder(config: RecorderProgramConfig, logger: Logger, options: { signal?: AbortSignal } = {}) {
   // Up from the first moment, so /readyz says what start-up waits for: PostgreSQL, the schema, RabbitMQ.
   const registry = createRegistry('recorder');
-  let awaited: SchemaWaitState & { broker?: BrokerConnection } = { waiting: 'database' };
-  const waitingFor = () => (awaited.waiting === 'schema' ? 'the database schema' : awaited.waiting === 'database' ? 'PostgreSQL' : awaited.broker?.isConnected ? undefined : 'RabbitMQ');
+  let awaited: SchemaWaitState & { broker?: BrokerConnection; started?: boolean } = { waiting: 'database' };
+  const waitingFor = () =>
+    awaited.waiting === 'schema' ? 'the database schema'
+    : awaited.waiting === 'database' ? 'PostgreSQL'
+    : !awaited.broker?.isConnected ? 'RabbitMQ'
+    : awaited.started ? undefined : 'the deliveries stream';
   const metrics =
     config.METRICS_PORT === undefined
       ? undefined
@@ -28,24 +32,27 @@ export async function startRecorder(config: RecorderProgramConfig, logger: Logge
   // Declared on every connect: an operator may have deleted it.
   const stream = deliveriesSpec(config.TOPOLOGY_PREFIX, replicationOf(config));
   const broker = new BrokerConnection({ url: config.RABBITMQ_URL, name: 'webhooks-recorder', logger, declare: (openChannel) => declareQueueSpec(openChannel, stream) });
-  // From the first moment (/readyz answers 200 before the recorder has started): a recorder cut off
-  // from RabbitMQ keeps its lead while it stores nothing, and WebhooksBrokerDisconnected tells.
+  // From the first moment: a recorder cut off from RabbitMQ keeps its lead while it stores nothing,
+  // and WebhooksBrokerDisconnected tells.
   gaugeFrom(registry, METRIC_NAMES.brokerConnected, '1 while connected to RabbitMQ', () => (broker.isConnected ? 1 : 0));
-  try {
-    await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });
-    awaited = { broker };
-    await broker.open(undefined, options.signal);
-  } catch (err) {
-    await metrics?.close();
-    await database.close();
-    throw err;
-  }
   const recorder = new DeliveryLogRecorder(broker, database, logger, {
     prefix: config.TOPOLOGY_PREFIX,
     replication: replicationOf(config),
     retentionMs: config.DELIVERY_LOG_RETENTION,
   });
-  await recorder.start();
+  try {
+    await awaitSchema(database, logger, { signal: options.signal, onState: (state) => (awaited = state) });
+    awaited = { broker };
+    await broker.open(undefined, options.signal);
+    // Ready once it reads the stream (RabbitMQ lost meanwhile fails the start, as at the connect).
+    await recorder.start();
+    awaited = { broker, started: true };
+  } catch (err) {
+    await metrics?.close();
+    await broker.close();
+    await database.close();
+    throw err;
+  }
   const state = recorder.state;
   gaugeFrom(registry, METRIC_NAMES.deliveryLogLeading, '1 while this recorder holds the lead', () => (state.leading ? 1 : 0));
   gaugeFrom(registry, METRIC_NAMES.deliveryLogPending, 'Stream messages read and not stored yet', () => state.pending);
