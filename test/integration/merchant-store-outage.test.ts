@@ -1,3 +1,6 @@
+/**
+ * @runs-quiet times the waits due during a 15 s PostgreSQL crash to within 10 s of its return, as waits-outage does: beside the parallel files and the cluster's nodes on a slow machine's CI one of 27 was late, twice in three runs (alone and beside three busy loops here: within it)
+ */
 import { Webhook } from 'standardwebhooks';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { PREFETCH_PER_SLOT } from '../../apps/dispatcher/dispatcher.js';
