@@ -137,9 +137,11 @@ describe('the dispatcher program with and without OTEL variables', () => {
     const hanging = await OtlpReceiver.start('hang');
     try {
       const { stdout, stoppedInMs } = await deliverOne({ OTEL_EXPORTER_OTLP_ENDPOINT: hanging.endpoint, SHUTDOWN_TIMEOUT: '2s' });
+      // Within SHUTDOWN_TIMEOUT by the program's own clock: else the backstop exits 1 at 3 s saying
+      // this (an unbounded export to the collector takes 10 s). The test's clock adds the signal's
+      // delivery and the process's exit, stretched past 3 s on a loaded CI machine (3,333 ms, exit 0).
       expect(stdout).not.toContain('shutdown timed out');
-      // SHUTDOWN_TIMEOUT and the process's exit; the backstop would have exited 1 at 3 s.
-      expect(stoppedInMs).toBeLessThan(2_600);
+      expect(stoppedInMs).toBeLessThan(10_000);
     } finally {
       await hanging.close();
     }
