@@ -130,7 +130,11 @@ export class FailedStore {
     ]);
   }
 
-  /** Claims the unclaimed failures `filter` names: rows another resend holds are skipped, not waited for. */
+  /**
+   * Claims the unclaimed failures `filter` names: rows another resend holds are skipped, not waited for.
+   * A copy is numbered past the resend whose failure made the row: one retention deleted and a later
+   * copy's failure wrote anew starts its count at 0, and a copy numbered below would rank under it.
+   */
   async claim(merchantId: string, filter: FailureFilter, claimId: string, leaseMs = CLAIM_LEASE_MS): Promise<ClaimedFailure[]> {
     const { where, params } = this.where(merchantId, filter, 3);
     type Row = Omit<ClaimedFailure, 'content'> & { content: string | null; logged: string | null };
@@ -140,7 +144,7 @@ export class FailedStore {
          WHERE ${where} AND resent_at IS NULL AND (claim_id IS NULL OR claimed_at < now() - make_interval(secs => $2::double precision / 1000)) AND NOT (${CAPPED}) AND ${SENDABLE}
          ORDER BY failed_at, webhook_id, endpoint_id FOR UPDATE SKIP LOCKED
        )
-       UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = f.resend_count + 1
+       UPDATE failed_webhooks f SET claim_id = $1, claimed_at = now(), resend_count = GREATEST(f.resend_count, f.failed_resend) + 1
        FROM picked WHERE f.merchant_id = picked.merchant_id AND f.webhook_id = picked.webhook_id AND f.endpoint_id = picked.endpoint_id
        RETURNING f.webhook_id AS "webhookId", f.endpoint_id AS "endpointId", f.event, f.failed_at AS "failedAt",
          f.headers, f.merchant_refs AS "references", f.resend_count AS resend,

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg_ from 'pg';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
@@ -5,6 +6,8 @@ import { loadRecorderConfig } from '../../apps/recorder/config.js';
 import { type RecorderProgram, startRecorder } from '../../apps/recorder/program.js';
 import type { ApiProgram } from '../../apps/api/program.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
+import { openPostgres } from '../../libs/delivery-store/index.js';
+import { FailedStore } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Merchant } from '../../libs/merchants/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
@@ -80,6 +83,34 @@ describe('the failure index in PostgreSQL', () => {
       await api.stop();
       await harness.close();
       await receiver.close();
+    }
+  });
+
+  it("numbers a resend past the copy whose failure made the row, after retention deleted the row it replaced: the next failure frees it again", async () => {
+    const merchant = testMerchant('m_index_reborn', 'http://127.0.0.1:1/');
+    const harness = await startHarness({ name: 'index-reborn', merchants: [merchant] });
+    const db = openPostgres(harness.database.url);
+    try {
+      const store = new FailedStore(db);
+      const message = sampleEvent('payout', merchant.id);
+      const failure = (resend: number, failedAt: Date) => ({
+        merchantId: merchant.id, webhookId: 'evt_reborn', failedAt, event: 'payout', references: [String(message.data.reference)], reason: 'attempts-exhausted',
+        attempts: 1, content: JSON.stringify(message), headers: {}, endpointId: merchant.endpoints[0]!.id, resend,
+      });
+      const filter = { webhookId: 'evt_reborn' };
+      // The second resend's copy fails after retention deleted the row it was claimed from: a new row.
+      await store.record(failure(2, new Date(Date.now() - 60_000)));
+      const claimId = randomUUID();
+      const [claimed] = await store.claim(merchant.id, filter, claimId);
+      // Its copy is the third resend (numbered 1, its failure ranked below the one that made the row).
+      expect(claimed?.resend).toBe(3);
+      await store.markResent(merchant.id, ['evt_reborn'], claimId);
+      // That copy fails too: the row is free for the next resend (it stayed resent: every resend 404).
+      await store.record(failure(claimed!.resend, new Date()));
+      expect(await store.claim(merchant.id, filter, randomUUID())).toHaveLength(1);
+    } finally {
+      await db.close();
+      await harness.close();
     }
   });
 
