@@ -6,7 +6,7 @@ import { declareQueueSpec, deliveriesSpec, type Replication, topologyNames } fro
 import { BatchWriter, type Pending, type Prepared, prepareBatch, settle } from './batch-writer.js';
 import type { Database, Session } from './database.js';
 import { restartStream, storedPlace } from './materialise.js';
-import { isLockRefused } from './refusals.js';
+import { isLockRefused, isTimeout } from './refusals.js';
 import { dropExpiredPartitions, ensureDaysAhead, withLockWait } from './schema.js';
 import { Periodic } from '../runtime/periodic.js';
 import { StartOnce } from '../runtime/start-once.js';
@@ -381,8 +381,9 @@ export class DeliveryLogRecorder {
       const dropped = await dropExpiredPartitions(upkeep, this.options.retentionMs);
       if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
     } catch (err) {
-      if (!isLockRefused(err)) throw err;
-      this.logger.warn('delivery log partitions not made or dropped: a read holds the table; tried again at the next upkeep', { error: (err as Error).message });
+      // A delete past the statement timeout too: the lead must not wait for a pile's upkeep to finish.
+      if (!isLockRefused(err) && !isTimeout(err)) throw err;
+      this.logger.warn('delivery log partitions not made or dropped: a read holds the table, or a delete ran past the statement timeout; tried again at the next upkeep', { error: (err as Error).message });
     }
   }
 

@@ -78,10 +78,22 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
     );
     if (!rows[0]?.n) break;
   }
-  await db.query('DELETE FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz', [before]);
+  await deleteBefore(db, 'delivery_log_quarantine', 'quarantined_at', before);
   // Failures as long as the log: a resend of one only the recorder indexed sends the log's copy.
-  await db.query('DELETE FROM failed_webhooks WHERE failed_at < $1::timestamptz', [before]);
+  await deleteBefore(db, 'failed_webhooks', 'failed_at', before);
   return dropped;
+}
+
+/** In slices, as the log's rows: one statement over a pile (the log off for months) ran past the statement timeout. */
+async function deleteBefore(db: Queryable, table: 'delivery_log_quarantine' | 'failed_webhooks', column: 'quarantined_at' | 'failed_at', before: string): Promise<void> {
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      `WITH gone AS (DELETE FROM ${table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${table} WHERE ${column} < $1::timestamptz LIMIT 10000)) RETURNING 1)
+       SELECT count(*)::integer AS n FROM gone`,
+      [before],
+    );
+    if (!rows[0]?.n) return;
+  }
 }
 
 /** Drops the table's day partitions whose day ended at or before `cutoff` (ms); returns their names. */
