@@ -160,6 +160,18 @@ describe('admin writes: rotations, idempotency keys, PATCH, public keys and the 
     }
   });
 
+  it('gives a public key its last owner let go of, to a replica that has not heard of the change yet: PostgreSQL decides, not the replica\'s memory', async () => {
+    expect((await put(stack.apiA, 'm_swap_a', { publicKey: 'pk_swap_0001' })).status).toBe(201);
+    await waitFor('replica B knows the key taken', async () => (await get(stack.apiB, 'm_swap_a')).status === 200, 5_000, 10);
+    // The key let go of in PostgreSQL, with no notification: replica B still holds it as m_swap_a's (until its 10 s poll).
+    await stack.db.query("UPDATE merchants SET public_key = 'pk_swap_0002', version = version + 1 WHERE id = 'm_swap_a'");
+    expect(data(await get(stack.apiB, 'm_swap_a')).publicKey).toBe('pk_swap_0001');
+    const taken = await put(stack.apiB, 'm_swap_b', { publicKey: 'pk_swap_0001' });
+    expect(taken.status).toBe(201);
+    // And one still held is refused by the unique index alone, on any replica.
+    expect(code(await put(stack.apiB, 'm_swap_c', { publicKey: 'pk_swap_0002' }))).toEqual([409, 'public_key_taken']);
+  });
+
   it('changes with PATCH only what the body names: disabling keeps the URL, the events and the secret', async () => {
     const created = await withEndpoint(stack.apiA, 'm_patch', { publicKey: 'pk_patch_001', url: `${stack.receiver.url}/m_patch`, events: ['payout'] });
     const { secret, id: endpointId } = data(created);
