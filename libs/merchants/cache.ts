@@ -121,4 +121,10 @@ export class DirectoryCache {
     const held = older.byIdMap.get(id);
     if (held && !this.byIdMap.has(id)) this.apply(held.merchant, held.version);
   }
+
+  /** Takes `older`'s version of `id` if it is newer than the one held. */
+  keepNewerFrom(older: DirectoryCache, id: string): void {
+    const held = older.byIdMap.get(id);
+    if (held) this.apply(held.merchant, held.version);
+  }
 }

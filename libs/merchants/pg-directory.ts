@@ -65,6 +65,8 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
   private polling?: Promise<void>;
   private pollAgain = false;
   private failing = false;
+  /** The merchants this replica wrote while a load read its pages: their versions may be past the pages'. */
+  private writtenDuringLoad?: Set<string>;
   reloads = 0;
 
   constructor(
@@ -166,6 +168,7 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
 
   /** What a write left, its secrets unopened where this program opens none. */
   private hold({ merchant, version, row }: Held): void {
+    this.writtenDuringLoad?.add(merchant.id);
     this.apply(this.options.openSecrets === false ? merchantOf(row, this.box, false) : merchant, version);
   }
 
@@ -184,8 +187,16 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
 
   /** From a position taken first: nothing committed meanwhile is missed. `strict`: a row no key opens throws. */
   private async load(progress: () => void, strict: boolean): Promise<void> {
+    const written = (this.writtenDuringLoad = new Set());
+    try {
+      await this.loadInto(new DirectoryCache(), progress, strict, written);
+    } finally {
+      this.writtenDuringLoad = undefined;
+    }
+  }
+
+  private async loadInto(cache: DirectoryCache, progress: () => void, strict: boolean, written: ReadonlySet<string>): Promise<void> {
     const position = await this.positionNow();
-    const cache = new DirectoryCache();
     const pageSize = 10_000;
     const page = (after: string) => this.db.query<MerchantRow>(`SELECT ${MERCHANT_COLUMNS} FROM merchants WHERE id > $1 ORDER BY id LIMIT $2`, [after, pageSize]);
     for (let next = page(''); ; ) {
@@ -206,6 +217,8 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
       [TOMBSTONE_KEEP_MS],
     );
     for (const { id_digest, deleted_ms } of tombstones) cache.bury(id_digest, deleted_ms);
+    // A write answered meanwhile is not undone by a page read before it: the version never goes back.
+    for (const id of written) cache.keepNewerFrom(this, id);
     Object.assign(this, cache);
     this.position = position;
     this.polledAt = performance.now();
