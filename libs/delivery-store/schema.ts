@@ -66,32 +66,25 @@ export async function dropExpiredPartitions(db: Queryable, retentionMs: number, 
   const cutoff = now.getTime() - retentionMs;
   const dropped = await dropPartitionsEndedBy(db, 'delivery_records', cutoff);
   const before = new Date(cutoff).toISOString();
-  for (;;) {
-    const { rows } = await db.query<{ n: number }>(
-      // By the webhook's last record, not each delivery's, and all of a webhook's deliveries in one
-      // slice: else a feed reader past the event would see it again at another delivery's place.
-      `WITH gone AS (DELETE FROM delivery_webhooks WHERE (merchant_id, webhook_id) IN (SELECT merchant_id, webhook_id FROM delivery_webhooks d WHERE last_record_at < $1::timestamptz
-         AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.last_record_at >= $1::timestamptz)
-         LIMIT 10000) RETURNING 1)
-       SELECT count(*)::integer AS n FROM gone`,
-      [before],
-    );
-    if (!rows[0]?.n) break;
-  }
-  await deleteBefore(db, 'delivery_log_quarantine', 'quarantined_at', before);
+  // By the webhook's last record, not each delivery's, and all of a webhook's deliveries in one
+  // slice: else a feed reader past the event would see it again at another delivery's place.
+  await deleteInSlices(db, `DELETE FROM delivery_webhooks WHERE (merchant_id, webhook_id) IN (SELECT merchant_id, webhook_id FROM delivery_webhooks d
+    WHERE last_record_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM delivery_webhooks o WHERE o.merchant_id = d.merchant_id AND o.webhook_id = d.webhook_id AND o.last_record_at >= $1::timestamptz)
+    LIMIT 10000)`, before);
+  await deleteInSlices(db, 'DELETE FROM delivery_log_quarantine WHERE ctid = ANY (ARRAY(SELECT ctid FROM delivery_log_quarantine WHERE quarantined_at < $1::timestamptz LIMIT 10000))', before);
   // Failures as long as the log: a resend of one only the recorder indexed sends the log's copy.
-  await deleteBefore(db, 'failed_webhooks', 'failed_at', before);
+  await deleteInSlices(db, 'DELETE FROM failed_webhooks WHERE ctid = ANY (ARRAY(SELECT ctid FROM failed_webhooks WHERE failed_at < $1::timestamptz LIMIT 10000))', before);
   return dropped;
 }
 
-/** In slices, as the log's rows: one statement over a pile (the log off for months) ran past the statement timeout. */
-async function deleteBefore(db: Queryable, table: 'delivery_log_quarantine' | 'failed_webhooks', column: 'quarantined_at' | 'failed_at', before: string): Promise<void> {
+/**
+ * Runs `deleteSlice` (a DELETE of at most one slice of rows older than $1) until it deletes none:
+ * no long lock, and no statement over a pile (the log off for months) runs past the statement timeout.
+ */
+async function deleteInSlices(db: Queryable, deleteSlice: string, before: string): Promise<void> {
   for (;;) {
-    const { rows } = await db.query<{ n: number }>(
-      `WITH gone AS (DELETE FROM ${table} WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${table} WHERE ${column} < $1::timestamptz LIMIT 10000)) RETURNING 1)
-       SELECT count(*)::integer AS n FROM gone`,
-      [before],
-    );
+    const { rows } = await db.query<{ n: number }>(`WITH gone AS (${deleteSlice} RETURNING 1) SELECT count(*)::integer AS n FROM gone`, [before]);
     if (!rows[0]?.n) return;
   }
 }

@@ -116,14 +116,8 @@ export class DirectoryCache {
     if (held) held.served = withHealth(held.merchant, this.health.get(merchantId)?.values());
   }
 
-  /** Takes over what an older cache holds that this one lacks a readable version of. */
+  /** Takes over an older cache's version of `id`, unless this one holds one as new (apply's rule). */
   keepFrom(older: DirectoryCache, id: string): void {
-    const held = older.byIdMap.get(id);
-    if (held && !this.byIdMap.has(id)) this.apply(held.merchant, held.version);
-  }
-
-  /** Takes `older`'s version of `id` if it is newer than the one held. */
-  keepNewerFrom(older: DirectoryCache, id: string): void {
     const held = older.byIdMap.get(id);
     if (held) this.apply(held.merchant, held.version);
   }

@@ -218,7 +218,7 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
     );
     for (const { id_digest, deleted_ms } of tombstones) cache.bury(id_digest, deleted_ms);
     // A write answered meanwhile is not undone by a page read before it: the version never goes back.
-    for (const id of written) cache.keepNewerFrom(this, id);
+    for (const id of written) cache.keepFrom(this, id);
     Object.assign(this, cache);
     this.position = position;
     this.polledAt = performance.now();
