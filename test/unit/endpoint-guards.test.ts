@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { EndpointGuards } from '../../apps/dispatcher/stages/endpoint-guards.js';
 import { endpointOf } from '../../apps/dispatcher/stages/endpoint-key.js';
 
@@ -510,5 +511,29 @@ describe('a delivery woken for a slot it does not take (postponed by the circuit
     await nextTurn();
     expect(line.map((l) => (l.answer === 'waiting' ? l.answer : l.answer?.kind))).toEqual(['open', 'open', 'open']);
     guards.wakeAll();
+  });
+});
+
+describe("the host's clock stepped back while an endpoint is at its bound", () => {
+  it('still sets a delivery aside behind a hung request: slow is judged on a monotonic clock', async () => {
+    // The wall clock as the process reads it, from before the guards exist (they may keep Date.now).
+    const real = Date.now.bind(Date);
+    let stepMs = 0;
+    const clock = jest.spyOn(Date, 'now').mockImplementation(() => real() + stepMs);
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 5, cooldownMs: 30_000, maxCooldownMs: 600_000 });
+    const url = 'https://hung.example/h';
+    const hung = await sendingTo(guards, url, 'm_hung');
+    try {
+      // NTP steps it a minute back: the hung request must not look a minute younger.
+      stepMs = -60_000;
+      const next = admitted(guards, url, 'm_hung', true);
+      const deadline = performance.now() + 2_000;
+      while (next.answer === 'waiting' && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(next.answer).toMatchObject({ kind: 'defer' });
+    } finally {
+      clock.mockRestore();
+      hung.release('succeeded');
+      guards.wakeAll();
+    }
   });
 });

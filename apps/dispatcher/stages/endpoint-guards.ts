@@ -120,7 +120,8 @@ export class EndpointGuards {
   private arrivals = 0;
 
   constructor(private readonly options: EndpointGuardOptions) {
-    this.now = options.now ?? Date.now;
+    // Monotonic: a step of the host's clock must neither set deliveries aside as busy nor hide a hung endpoint.
+    this.now = options.now ?? (() => performance.now());
     this.maxEndpoints = options.maxEndpoints ?? 10_000;
     this.maxTotal = options.maxTotalInFlight ?? Infinity;
     this.maxPerMerchant = options.maxPerMerchant ?? Infinity;
