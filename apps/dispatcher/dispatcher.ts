@@ -266,7 +266,7 @@ export class Dispatcher {
   /** A hand-back's take, an ordered webhook's place, admission and attempt: each finds what ends the walk or hands on. */
   private async onward(message: ConsumeMessage, intake: IntakeEvent, now: Date, span: Span | undefined, live: () => boolean, turn: OrderTurn | undefined): Promise<{ intake?: IntakeEvent; finding: Finding }> {
     // A wait handed back: only its current hand comes to an attempt.
-    const untaken = intake.hand !== undefined ? await this.takes?.take(intake, intake.hand, span) : undefined;
+    const untaken = intake.hand !== undefined ? await this.takes?.take(intake, intake.hand, span, live) : undefined;
     if (untaken) return { intake: untaken.kind === 'superseded' ? undefined : intake, finding: untaken };
     const takenAt = performance.now();
     const place = await this.placeInOrder(message, intake, span, turn);
@@ -278,16 +278,14 @@ export class Dispatcher {
     if (intake.resendClaim !== undefined && intake.attempts === 0 && intake.deferrals === 0 && intake.postponements === 0) {
       this.effect.markResent(intake, intake.resendClaim, span);
     }
-    // Given up like a stop's once its channel is gone: the broker has given it back.
-    const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live());
-    if (admitted.kind === 'stopping') await this.takes?.untake(intake);
-    if (admitted.kind !== 'admitted') return { intake, finding: admitted };
     // A hand-back that waited for its slot is taken again: its lease may not cover the attempt.
-    const retaken = intake.hand !== undefined && performance.now() - takenAt > RETAKE_AFTER_MS ? await this.takes?.take(intake, intake.hand, span, true) : undefined;
-    if (retaken) {
-      admitted.slot.release('unused');
-      return { intake: retaken.kind === 'superseded' ? undefined : intake, finding: retaken };
-    }
+    const { takes } = this;
+    const hand = intake.hand;
+    const retake = hand === undefined || !takes ? undefined : async () => (performance.now() - takenAt > RETAKE_AFTER_MS ? takes.take(intake, hand, span, live, true) : undefined);
+    // Given up like a stop's once its channel is gone: the broker has given it back.
+    const admitted = await this.admission.admit(intake, now, () => this.stopping !== undefined || !live(), retake);
+    if (admitted.kind === 'stopping') await this.takes?.untake(intake);
+    if (admitted.kind !== 'admitted') return { intake: admitted.kind === 'superseded' ? undefined : intake, finding: admitted };
     // Signed with the clock as it is sent: a delivery held unacked is not signed stale.
     const finding = await this.attempt.run(intake, admitted, this.now(), span);
     // Deleted while its request was out: not even its endpoint's adaptive rate is written.

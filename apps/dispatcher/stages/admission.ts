@@ -28,7 +28,12 @@ export class AdmissionStage {
     private readonly throttle?: Throttle,
   ) {}
 
-  async admit(intake: IntakeEvent, now: Date, stopped: () => boolean): Promise<Admitted | Finding> {
+  /**
+   * `retake`: a hand-back's take again once it has its request slot (its lease may not cover the
+   * attempt); a finding ends the walk. Taken before the throttle's lateness is judged: a slow take
+   * must not send its slot late, bunched with the next.
+   */
+  async admit(intake: IntakeEvent, now: Date, stopped: () => boolean, retake?: () => Promise<Finding | undefined>): Promise<Admitted | Finding> {
     const target = this.target(intake);
     if (target.kind === 'unavailable') return target;
     const { webhook } = target;
@@ -52,6 +57,11 @@ export class AdmissionStage {
     if (!slot) return { kind: 'stopping' };
     if (slot.kind === 'defer') return { kind: 'busy' };
     if (slot.kind === 'open') return { kind: 'circuit-open', failures: slot.failures, retryInMs: slot.retryInMs, lastError: slot.lastError };
+    const retaken = await retake?.();
+    if (retaken) {
+      slot.release('unused');
+      return retaken;
+    }
     // Its throttle slot passed while it waited for a request slot: sent now, all that waited so would
     // go at once. It keeps the request slot and takes a throttle slot again, in its turn.
     if (throttled?.kind === 'go' && throttled.late?.()) {
@@ -70,7 +80,7 @@ export class AdmissionStage {
     // Moved meanwhile: the new URL is admitted afresh.
     if (latest.webhook.url !== webhook.url) {
       slot.release('unused');
-      return this.admit(intake, now, stopped);
+      return this.admit(intake, now, stopped, retake);
     }
     // Signed as the endpoint is now: a secret replaced at once signs nothing more.
     return { kind: 'admitted', webhook: latest.webhook, slot };

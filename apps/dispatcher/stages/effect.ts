@@ -234,7 +234,7 @@ export class EffectStage {
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
     const order = this.deps.order;
     const settle = async () => {
-      await Promise.all([ends && this.endWait(ends), ...(order ? places.map((place) => order.end(place)) : [])]);
+      await Promise.all([ends && this.endWait(ends), ...(order ? places.map((place) => this.endPlace(place)) : [])]);
     };
     // Headers too large to publish cannot go with it either.
     const carried = this.carried(delivery);
@@ -298,10 +298,23 @@ export class EffectStage {
    * wait to hand it back. An end PostgreSQL refuses leaves the outcome as it is (WAIT_TAKE_LIMIT bounds it).
    */
   private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
-    if (intake.ordered && this.deps.order) await this.deps.order.end(waitKeyOf(intake));
+    // A place PostgreSQL refuses to end keeps its wait: handed back, it is parked after WAIT_TAKE_LIMIT takes.
+    if (intake.ordered && this.deps.order && !(await this.endPlace(waitKeyOf(intake)))) return;
     const circuit = closes === undefined || intake.hand === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
     if ((intake.hand === undefined && !intake.movedBack) || !this.deps.waits) return;
     await endWaitOrLog(this.deps.waits, { ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }, this.deps.logger);
+  }
+
+  /** An end PostgreSQL refuses is logged and left, as a wait's is (the outcome stands); false then. */
+  private async endPlace(place: OrderEnd): Promise<boolean> {
+    try {
+      await this.deps.order!.end(place);
+      return true;
+    } catch (err) {
+      if (!(err instanceof WriteRefusedError)) throw err;
+      this.deps.logger.error('place in order not ended: PostgreSQL refused it; the next webhooks of its reference wait', { merchantId: place.merchantId, webhookId: place.webhookId, error: err.message });
+      return false;
+    }
   }
 
   /** The one move (libs/broker moveMessage); `settle` runs after the confirm, before the ack. True when moved. */

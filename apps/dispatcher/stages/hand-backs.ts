@@ -31,11 +31,13 @@ export class HandBackTakes {
   /**
    * Undefined: taken to its attempt. Else what ends its walk: superseded, or parked (spent).
    * PostgreSQL not answering or refusing its row takes it anyway (a duplicate is better than a
-   * webhook held back), but an ordered one is held until PostgreSQL takes it. `again`: the retake of
-   * one that waited for its slot, its lease renewed but not counted.
+   * webhook held back), but an ordered one is held until PostgreSQL takes it, or its channel closes
+   * (the broker gives it to another, and this copy sends nothing). `again`: the retake of one that
+   * waited for its slot, its lease renewed but not counted.
    */
-  async take(intake: IntakeEvent, hand: number, span: Span | undefined, again = false): Promise<Finding | undefined> {
+  async take(intake: IntakeEvent, hand: number, span: Span | undefined, live: () => boolean, again = false): Promise<Finding | undefined> {
     for (let tries = 0; ; tries++) {
+      if (tries > 0 && !live()) return { kind: 'stopping' };
       try {
         const took = await this.took({ ...intake, hand }, again);
         if (took === 'taken' && !again) this.counted.add(intake);

@@ -138,6 +138,35 @@ describe('a never-attempted webhook whose span ran out while its circuit was ope
   });
 });
 
+describe('a throttled hand-back taken again before its attempt (its lease renewed)', () => {
+  it('asks for a throttle slot again when the take made its slot late: a slow take does not bunch slots', async () => {
+    const directory: MerchantDirectory = { byId: () => merchant(), byPublicKey: () => undefined, list: () => [], close: async () => {} };
+    const guards = new EndpointGuards({ maxInFlight: 1, failureThreshold: 1, cooldownMs: 10_000, maxCooldownMs: 60_000, now: () => 0 });
+    const steps: string[] = [];
+    let retaken = false;
+    // Its slot is late once the take is done (PostgreSQL answered it slowly), on time before.
+    const throttle = {
+      admit: async () => (steps.push('slot'), { kind: 'go', late: () => retaken }),
+    } as unknown as Throttle;
+    const admission = new AdmissionStage(directory, guards, new RetryPolicy({ delaysMs: [1_000, 60_000] }), undefined, throttle);
+    const retake = async () => {
+      steps.push('retake');
+      retaken = true;
+      return undefined;
+    };
+    const found = await admission.admit({ ...intake, hand: 2, accepted: true }, now, () => false, retake);
+    if (found.kind !== 'admitted') throw new Error(found.kind);
+    expect(steps).toEqual(['slot', 'retake', 'slot']);
+    found.slot.release('succeeded');
+  });
+
+  it('ends the walk with what the take found, its request slot given back', async () => {
+    const { admission, guards } = stage(merchant());
+    const found = await admission.admit({ ...intake, hand: 2, accepted: true }, now, () => false, async () => ({ kind: 'superseded', key: 'evt_1#2' }));
+    expect([found, guards.inFlight]).toEqual([{ kind: 'superseded', key: 'evt_1#2' }, 0]);
+  });
+});
+
 describe("its circuit's probe (a hand-back the row's scheduler marked x-circuit-probe)", () => {
   it('goes through the open breaker without asking the throttle: throttled, it was parked again behind its row every lease', async () => {
     const directory: MerchantDirectory = { byId: () => merchant(), byPublicKey: () => undefined, list: () => [], close: async () => {} };

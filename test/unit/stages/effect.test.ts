@@ -1,6 +1,8 @@
 import { EffectStage } from '../../../apps/dispatcher/stages/effect.js';
 import type { IntakeEvent } from '../../../apps/dispatcher/stages/intake.js';
 import { HEADERS } from '../../../libs/contracts/index.js';
+import type { OrderGate } from '../../../libs/ordering/index.js';
+import { WriteRefusedError } from '../../../libs/runtime/index.js';
 import { silentLogger } from '../../../libs/logger/index.js';
 import { noopObserver } from '../../../libs/metrics/index.js';
 import { RetryPolicy } from '../../../libs/retry-policy/index.js';
@@ -15,7 +17,7 @@ const intake: IntakeEvent = {
   attempts: 1, deferrals: 0, postponements: 0, firstSeenAt: '2026-01-01T11:59:00.000Z', accepted: true,
 };
 
-function stage(refuse = 0, only?: string, moveBackoffMs = [1]) {
+function stage(refuse = 0, only?: string, moveBackoffMs = [1], order?: OrderGate) {
   const { broker, published } = fakeBroker(refuse, only);
   const waits: { puts: WaitPut[]; ends: WaitEnd[] } = { puts: [], ends: [] };
   const writer = {
@@ -24,7 +26,7 @@ function stage(refuse = 0, only?: string, moveBackoffMs = [1]) {
   } as unknown as WaitWriter;
   const effect = new EffectStage({
     broker, names, policy: new RetryPolicy({ delaysMs: [1_000, 10_000] }), logger: silentLogger(), observer: noopObserver,
-    now: () => now, moveBackoffMs, stopping: () => false, waits: writer,
+    now: () => now, moveBackoffMs, stopping: () => false, waits: writer, order,
   });
   return { effect, published, waits };
 }
@@ -62,6 +64,18 @@ describe('effect', () => {
     expect(waits.puts[0]).toMatchObject({ hand: 4, attempt: 1, reason: 'endpoint-busy', content: undefined });
     await effect.apply(fakeDelivery({}), { ...intake, hand: 5 }, { kind: 'delivered', attempt: 2, status: 200 }, now);
     expect(waits.ends).toEqual([{ merchantId: 'm_1', webhookId: 'evt_1', endpointId: '', hand: 5, closesCircuit: true }]);
+  });
+
+  it("acks an ordered hand-back delivered whose place PostgreSQL refuses to end, and keeps its wait (handed back, parked after WAIT_TAKE_LIMIT takes)", async () => {
+    const ends: string[] = [];
+    const order = { end: async (place: { webhookId: string }) => {
+      ends.push(place.webhookId);
+      throw new WriteRefusedError(new Error('new row violates check constraint'));
+    } } as unknown as OrderGate;
+    const { effect, waits } = stage(0, undefined, [1], order);
+    const delivery = fakeDelivery({});
+    await effect.apply(delivery, { ...intake, ordered: true, hand: 3 }, { kind: 'delivered', attempt: 2, status: 200 }, now);
+    expect([ends, delivery.settled, waits.ends.length, effect.stats.delivered]).toEqual([['evt_1'], ['ack'], 0, 1]);
   });
 
   it('records a failure only once it is in failed: a move that gives up records nothing and ends no wait', async () => {
