@@ -305,6 +305,8 @@ export class BrokerConnection extends EventEmitter {
     const reply = await channel.consume(
       state.queue,
       (message) => {
+        // Cancelled (a stop) while this start was under way: left unacked, it goes back with the channel, never sent.
+        if (state.cancelled) return;
         if (message === null) {
           // Queue deleted or its leader moved: reconnecting re-declares and resumes.
           tags.clear();
@@ -319,6 +321,11 @@ export class BrokerConnection extends EventEmitter {
     state.channel = channel;
     state.tag = reply.consumerTag;
     tags.add(reply.consumerTag);
+    // Cancelled after cancel() stopped waiting for this start (a consume held up by a leader election): cancelled here.
+    if (state.cancelled) {
+      state.tag = undefined;
+      await within(CLOSE_STEP_MS, channel.cancel(reply.consumerTag).then(() => tags.delete(reply.consumerTag), () => {}));
+    }
   }
 
   /** A one-off read on a channel of its own: not resumed after a reconnect. */

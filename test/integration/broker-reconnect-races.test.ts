@@ -1,6 +1,7 @@
 import { BrokerConnection, type Consumer } from '../../libs/broker/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { within } from '../../libs/runtime/timers.js';
+import { CLOSE_STEP_MS } from '../../libs/broker/timing.js';
 import { declareTopology, TopologyMismatchError, topologyNames, topologySpec } from '../../libs/topology/index.js';
 import { brokerUrl, TestBroker, uniquePrefix } from '../support/broker.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
@@ -47,6 +48,45 @@ describe('a broker connection that reconnects', () => {
       await cancelled;
       // Cancelled, the queue has no consumer: none would take its messages while the program stops.
       expect((await test.channel.checkQueue(queue)).consumerCount).toBe(0);
+    } finally {
+      await broker.close();
+      await test.channel.deleteQueue(queue).catch(() => {});
+    }
+  });
+
+  it('cancels a consumer whose restart outlived the wait of its cancel (a consume held up by a leader election), and sends it nothing', async () => {
+    const queue = `${prefix}.cancel-outlived`;
+    await test.channel.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+    const broker = new BrokerConnection({ url: proxy.url, name: 'test-cancel-outlived', logger: silentLogger() });
+    try {
+      await broker.open(10_000);
+      let consumer: Consumer | undefined;
+      let starts = 0;
+      let cancelled: Promise<void> | undefined;
+      const handled: string[] = [];
+      consumer = await broker.consume(queue, {
+        prefetch: 10,
+        arguments: () => {
+          if (++starts === 2) {
+            cancelled = consumer!.cancel();
+            // The restart's basic.consume goes out only after cancel() has stopped waiting for it.
+            const until = performance.now() + CLOSE_STEP_MS + 300;
+            while (performance.now() < until);
+          }
+          return {};
+        },
+        onMessage: (delivery) => void handled.push(delivery.message.content.toString()),
+      });
+      const reconnected = new Promise((resolve) => broker.once('connected', resolve));
+      proxy.cut();
+      await reconnected;
+      await cancelled;
+      await test.channel.sendToQueue(queue, Buffer.from('after the stop'));
+      await waitFor('the queue without a consumer, its message ready', async () => {
+        const { consumerCount, messageCount } = await test.channel.checkQueue(queue);
+        return consumerCount === 0 && messageCount === 1;
+      }, 5_000);
+      expect(handled).toEqual([]);
     } finally {
       await broker.close();
       await test.channel.deleteQueue(queue).catch(() => {});
