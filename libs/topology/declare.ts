@@ -31,17 +31,29 @@ type ChannelSource = Channel | (() => Promise<Channel>);
 
 type Step = ((declare: (channel: Channel) => Promise<unknown>) => Promise<void>) & { canReopen: boolean };
 
-/** Runs each declaration on the channel, opening another after a 406 closed it. */
-function stepper(source: ChannelSource): Step {
+/**
+ * Runs each declaration on the channel, opening another after a 406 closed it. The channels it
+ * opened are closed once `declarations` end: a declare on every reconnect left one open each time.
+ */
+async function stepping(source: ChannelSource, declarations: (step: Step) => Promise<void>): Promise<void> {
   let channel: Channel | undefined;
+  const opened: Channel[] = [];
   const step = async (declare: (channel: Channel) => Promise<unknown>) => {
-    channel ??= typeof source === 'function' ? await source() : source;
+    if (!channel) {
+      channel = typeof source === 'function' ? await source() : source;
+      if (typeof source === 'function') opened.push(channel);
+    }
     await declare(channel).catch((err: unknown) => {
       if (isMismatch(err)) channel = undefined;
       throw err;
     });
   };
-  return Object.assign(step, { canReopen: typeof source === 'function' });
+  try {
+    await declarations(Object.assign(step, { canReopen: typeof source === 'function' }));
+  } finally {
+    // Closed already by a 406, or by the connection that opened it: nothing to do.
+    await Promise.all(opened.map((opening) => opening.close().catch(() => {})));
+  }
 }
 
 function isMismatch(err: unknown): boolean {
@@ -81,7 +93,7 @@ async function declareQueue(step: Step, queue: QueueSpec): Promise<void> {
 
 /** What a publisher needs so that no event is lost before a dispatcher ever ran; only this, so it never clashes. */
 export async function declareIntake(source: ChannelSource, prefix: string, replication?: Replication): Promise<void> {
-  await declareIntakeWith(stepper(source), prefix, replication);
+  await stepping(source, (step) => declareIntakeWith(step, prefix, replication));
 }
 
 async function declareIntakeWith(step: Step, prefix: string, replication?: Replication): Promise<void> {
@@ -93,22 +105,22 @@ async function declareIntakeWith(step: Step, prefix: string, replication?: Repli
 
 /** Declares everything, the intake first, so events reach dispatch even when a later queue clashes. */
 export async function declareTopology(source: ChannelSource, options: TopologyOptions): Promise<void> {
-  const step = stepper(source);
   const spec = topologySpec(options);
-  await declareIntakeWith(step, options.prefix, options.replication);
-  for (const queue of spec.queues) {
-    if (queue.name !== spec.binding.destination) await declareQueue(step, queue);
-  }
-  await declareExchange(step, spec.operational);
-  if (options.operationalWebhook !== undefined) {
+  await stepping(source, async (step) => {
+    await declareIntakeWith(step, options.prefix, options.replication);
+    for (const queue of spec.queues) {
+      if (queue.name !== spec.binding.destination) await declareQueue(step, queue);
+    }
+    await declareExchange(step, spec.operational);
+    if (options.operationalWebhook === undefined) return;
     // Unbinding a binding that is not there is no error.
-    const { source, destination, routingKey } = operationalBinding(options.prefix);
-    await step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, source, routingKey) : channel.unbindQueue(destination, source, routingKey)));
-  }
+    const { source: exchange, destination, routingKey } = operationalBinding(options.prefix);
+    await step((channel) => (options.operationalWebhook ? channel.bindQueue(destination, exchange, routingKey) : channel.unbindQueue(destination, exchange, routingKey)));
+  });
 }
 
 export async function declareQueueSpec(source: ChannelSource, queue: QueueSpec): Promise<void> {
-  await declareQueue(stepper(source), queue);
+  await stepping(source, (step) => declareQueue(step, queue));
 }
 
 /** A program's broker connection: the whole topology declared on every (re)connect, then opened. */

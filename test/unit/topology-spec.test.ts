@@ -1,5 +1,5 @@
 import type { Channel } from 'amqplib';
-import { declareIntake, declareTopology, TopologyMismatchError, topologySpec } from '../../libs/topology/index.js';
+import { declareIntake, declareQueueSpec, declareTopology, deliveriesSpec, TopologyMismatchError, topologySpec } from '../../libs/topology/index.js';
 
 /** Records what a declaration asks of the channel; `fail` answers one entity with an AMQP reply code. */
 function recordingChannel(fail?: { name: string; code: number }) {
@@ -122,5 +122,28 @@ describe('declaring the topology from its spec', () => {
     const error = await declareTopology(channel, options).catch((err: unknown) => err);
     expect(error).not.toBeInstanceOf(TopologyMismatchError);
     expect((error as { code: number }).code).toBe(403);
+  });
+});
+
+describe('declaring on channels it opens itself', () => {
+  it('closes each channel it opened, also after a refusal: a declare on every reconnect left one open each time', async () => {
+    let open = 0;
+    const source = (fail?: boolean) => async () => {
+      open++;
+      return {
+        assertQueue: async () => {
+          if (fail) throw Object.assign(new Error('NOT_FOUND'), { code: 404 });
+          return {};
+        },
+        assertExchange: async () => ({}),
+        bindQueue: async () => ({}),
+        close: async () => void open--,
+      } as unknown as Channel;
+    };
+    await declareQueueSpec(source(), deliveriesSpec('p'));
+    await declareIntake(source(), 'p');
+    await declareTopology(source(), { prefix: 'p', failedRetention: '1D' });
+    await expect(declareQueueSpec(source(true), deliveriesSpec('p'))).rejects.toThrow('NOT_FOUND');
+    expect(open).toBe(0);
   });
 });
