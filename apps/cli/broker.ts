@@ -1,9 +1,11 @@
 import { BrokerConnection, BrokerUnavailableError, redacted } from '../../libs/broker/index.js';
 import { type Database, openPostgres, type PostgresOptions } from '../../libs/delivery-store/index.js';
-import { FailedStore, ResendService, type ResendTarget } from '../../libs/failed/index.js';
+import { CLAIM_LEASE_MS, FailedStore, ResendOutcomeUnknownError, ResendService, ResendStoppedError, type ResendTarget } from '../../libs/failed/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import { webhookSettingsOf } from '../../libs/merchants/index.js';
 import { checkSchema } from '../../libs/migrations/index.js';
+import { NamedError } from '../../libs/runtime/index.js';
+import { within } from '../../libs/runtime/timers.js';
 import { topologyNames } from '../../libs/topology/index.js';
 import type { CliConfig } from './config.js';
 import { NothingMatchedError, UsageError } from './command.js';
@@ -69,14 +71,43 @@ export async function withFailures<T>(config: CliConfig, run: (store: FailedStor
   );
 }
 
-/** The API's own resend, drained before the broker closes. */
+/**
+ * Resent copies RabbitMQ had not confirmed CLI_BROKER_DEADLINE_MS after the command's work (a memory or disk
+ * alarm blocks publishers): they may still be delivered. `cause`: what stopped the work, said too unless it
+ * is only that a copy went unconfirmed with nothing resent.
+ */
+export class ResendsUnconfirmedError extends NamedError {
+  constructor(readonly count: number, readonly deadlineMs: number, options: { cause?: unknown } = {}) {
+    const cause = options.cause as Error | undefined;
+    const onlyUnconfirmed = cause instanceof ResendStoppedError && cause.sent === 0 && cause.cause instanceof ResendOutcomeUnknownError;
+    super(
+      `RabbitMQ did not confirm ${count} resent ${count === 1 ? 'copy' : 'copies'} within ${deadlineMs} ms (a memory or disk alarm blocks publishers?): ` +
+        `${count === 1 ? 'it' : 'they'} may still be delivered; ${count === 1 ? 'its failed webhook stays' : 'their failed webhooks stay'} claimed for ${CLAIM_LEASE_MS / 1000} s, ` +
+        'and the dispatcher marks a copy resent when it takes it' +
+        (cause === undefined || onlyUnconfirmed ? '' : `; before that: ${cause.message}`),
+      options,
+    );
+  }
+}
+
+/**
+ * The API's own resend, drained before the broker closes. The drain waits for late confirms, which a
+ * blocked broker never sends: bounded, as publish and invalid requeue are, else the command hangs.
+ */
 export async function withResend<T>(config: CliConfig, store: FailedStore, run: (resend: ResendService) => Promise<T>): Promise<T> {
   return withBroker(config, [topologyNames(config.TOPOLOGY_PREFIX).dispatch], async (broker) => {
     const resend = new ResendService(broker, store, config.TOPOLOGY_PREFIX, silentLogger());
+    let stopped: unknown;
     try {
       return await run(resend);
+    } catch (err) {
+      stopped = err;
+      throw err;
     } finally {
-      await resend.drain();
+      if (!(await within(CLI_BROKER_DEADLINE_MS, resend.drain().then(() => true)))) {
+        // Replaces the work's own error, which it quotes.
+        throw new ResendsUnconfirmedError(resend.unsettled, CLI_BROKER_DEADLINE_MS, { cause: stopped });
+      }
     }
   });
 }

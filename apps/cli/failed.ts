@@ -157,20 +157,27 @@ export function declareFailed(program: CliCommand): void {
             writeLine(ctx.stdout, `dry run: would resend ${candidates.length} webhook(s) of merchant ${merchantId}; nothing was published`);
             return 0;
           }
-          const summary = await withResend(ctx.config, store, (resend) => ctx.interruptible((interrupted) => replay(resend, merchant, candidates, rate, ctx, interrupted)));
-          const cut = summary.notTried > 0;
-          writeLine(
-            ctx.stdout,
-            `replay of merchant ${merchantId}${cut ? ' interrupted' : ''}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}` +
-              (cut ? `; ${summary.notTried} not tried: run it again for them` : ''),
-          );
-          if (summary.errors > 0) writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
-          if (cut) return INTERRUPTED;
-          if (summary.errors > 0) return 1;
-          // Everything was resent by someone else meanwhile: nothing was done, as with no match.
-          return summary.resent === 0 ? 3 : 0;
+          // Reported before the drain, which may give up on unconfirmed copies (exit 1): the summary is said either way.
+          return withResend(ctx.config, store, async (resend) => report(merchantId, await ctx.interruptible((interrupted) => replay(resend, merchant, candidates, rate, ctx, interrupted)), ctx));
         }),
     );
+}
+
+type ReplaySummary = Awaited<ReturnType<typeof replay>>;
+
+/** The summary on stdout, the last error on stderr; the exit code. */
+function report(merchantId: string, summary: ReplaySummary, ctx: CliContext): number {
+  const cut = summary.notTried > 0;
+  writeLine(
+    ctx.stdout,
+    `replay of merchant ${merchantId}${cut ? ' interrupted' : ''}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}` +
+      (cut ? `; ${summary.notTried} not tried: run it again for them` : ''),
+  );
+  if (summary.errors > 0) writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
+  if (cut) return INTERRUPTED;
+  if (summary.errors > 0) return 1;
+  // Everything was resent by someone else meanwhile: nothing was done, as with no match.
+  return summary.resent === 0 ? 3 : 0;
 }
 
 function parseRate(text: string): number {

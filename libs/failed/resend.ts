@@ -257,6 +257,11 @@ export class ResendService {
     };
   }
 
+  /** Copies whose confirm, or whose mark as resent, drain() would still wait for: what a caller that stops waiting leaves uncertain. */
+  get unsettled(): number {
+    return this.pending.size;
+  }
+
   /** Waits for the marks of copies confirmed late; marks still refused are given up. */
   async drain(): Promise<void> {
     this.draining = true;
