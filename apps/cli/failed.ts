@@ -130,7 +130,7 @@ export function declareFailed(program: CliCommand): void {
     .option('--until <time>', 'end of the window (default: now)')
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
-    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed or every endpoint is disabled; 3: nothing unresolved in the window, or no such merchant; ${INTERRUPTED}: Ctrl-C stopped it after the webhook in hand, and the summary says how many were not tried)`)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed, every endpoint is disabled, or nothing went because the endpoints are disabled, deleted or do not receive the event; 3: nothing unresolved in the window, all resent meanwhile, or no such merchant; ${INTERRUPTED}: Ctrl-C stopped it after the webhook in hand, and the summary says how many were not tried)`)
     .handle(
       (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
         const merchantId = requireMerchant(raw.merchant, 'failed replay');
@@ -174,8 +174,11 @@ function report(merchantId: string, summary: ReplaySummary, ctx: CliContext): nu
       (cut ? `; ${summary.notTried} not tried: run it again for them` : ''),
   );
   if (summary.errors > 0) writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
+  if (summary.kept.size > 0) writeLine(ctx.stderr, `webhooks: some stay failed: ${[...summary.kept].join('; ')}`);
   if (cut) return INTERRUPTED;
   if (summary.errors > 0) return 1;
+  // Nothing went, yet failures are left: an outage not recovered, as failed resend says (1), not "nothing matched".
+  if (summary.resent === 0 && summary.kept.size > 0) return 1;
   // Everything was resent by someone else meanwhile: nothing was done, as with no match.
   return summary.resent === 0 ? 3 : 0;
 }
@@ -190,7 +193,8 @@ function parseRate(text: string): number {
 const MAX_REPLAY = 100_000;
 
 async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext, interrupted: AbortSignal) {
-  const summary = { resent: 0, skipped: 0, errors: 0, notTried: 0, lastError: undefined as string | undefined };
+  // kept: why skipped failures stay failed (an endpoint disabled or deleted, an event unsubscribed), once each.
+  const summary = { resent: 0, skipped: 0, errors: 0, notTried: 0, lastError: undefined as string | undefined, kept: new Set<string>() };
   const started = performance.now();
   const progress = startProgress('replay', candidates.length, ctx.stderr);
   let brokerGone = false;
@@ -212,6 +216,7 @@ async function replay(resend: ResendService, merchant: ResendTarget, candidates:
           if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError || err instanceof EndpointDeletedError || (err instanceof WebhookDisabledError && err.endpointId !== undefined)) {
             // Resent since the window was read, or no longer sendable: left failed.
             summary.skipped++;
+            if (!(err instanceof NothingToResendError)) summary.kept.add(err.message);
           } else {
             const stopped = err instanceof ResendStoppedError ? err : undefined;
             summary.resent += stopped?.sent ?? 0;

@@ -266,6 +266,25 @@ describe('webhooks failed (operator CLI on the failure index)', () => {
     expect((await listJson('--reference', bobs.reference))[0]).toMatchObject({ merchantId: merchants.bob.id, resolved: false });
   });
 
+  it('exits 1, not 3, when the window holds failures but each stays failed: its endpoint was disabled since (the outage\'s auto-disable)', async () => {
+    const erin = testMerchant('m_erin', 'https://hooks.example.com/erin');
+    const [off, on] = [{ ...erin.endpoints[0]!, id: 'ep_erin_off', enabled: false }, { ...erin.endpoints[0]!, id: 'ep_erin_on' }];
+    await harness.setMerchants([{ ...erin, endpoints: [off, on] }]);
+    await harness.database.query(
+      `INSERT INTO failed_webhooks (merchant_id, webhook_id, endpoint_id, failed_at, event, merchant_refs, reason, attempts, content)
+       SELECT 'm_erin', 'evt_erin_' || g, 'ep_erin_off', now() - g * interval '1 s', 'payout', ARRAY['m_erin' || chr(31) || 'PO-ERIN-' || g], 'endpoint-disabled', 3, $1
+       FROM generate_series(1, 2) AS g`,
+      [JSON.stringify(sampleEvent('payout', 'm_erin'))],
+    );
+
+    const result = await cli('failed', 'replay', '--merchant', 'm_erin', '--since', '10m');
+
+    expect(result.code).toBe(1);
+    expect(result.stdout.trim()).toBe('replay of merchant m_erin: resent 0, skipped 2, errors 0');
+    expect(result.stderr).toContain('endpoint ep_erin_off of merchant m_erin is disabled');
+    expect((await listJson('--merchant', 'm_erin')).map((f) => f.webhookId).sort()).toEqual(['evt_erin_1', 'evt_erin_2']);
+  });
+
   it('replays at most --rate webhooks a second: N of them at R a second take at least (N-1)/R seconds', async () => {
     const dave = merchants.dave;
     const failures = [];
