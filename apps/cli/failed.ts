@@ -1,9 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import cliProgress from 'cli-progress';
-import { BrokerUnavailableError } from '../../libs/broker/index.js';
-import { EndpointDeletedError, EventNotSubscribedError, type FailureRow, NothingToResendError, receiverOf, type ResendService, ResendStoppedError, type ResendTarget, WebhookDisabledError } from '../../libs/failed/index.js';
+import { type FailureRow, NothingToResendError, receiverOf, ResendStoppedError } from '../../libs/failed/index.js';
 import { withFailures, withResend } from './broker.js';
-import { checkEndpointId, checkReference, CliCommand, type CliContext, type CliIo, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
+import { checkEndpointId, checkReference, CliCommand, EXIT, formatTable, INTERRUPTED, NothingMatchedError, parseLimit, parseWindow, printListing, requireMerchant, TIME, truncate, UsageError, writeLine } from './command.js';
+import { BROKER_FAULTS_TO_GIVE_UP, replay, report } from './replay.js';
 
 const HEADER = ['FAILED AT', 'MERCHANT', 'ENDPOINT', 'EVENT', 'REFERENCE', 'WEBHOOK ID', 'ATTEMPTS', 'LAST STATUS', 'REASON', 'LAST ERROR'];
 
@@ -130,7 +128,7 @@ export function declareFailed(program: CliCommand): void {
     .option('--until <time>', 'end of the window (default: now)')
     .option('--rate <n>', 'at most n webhooks a second', '50')
     .option('--dry-run', 'publish nothing; print what would be resent', false)
-    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed, every endpoint is disabled, or nothing went because the endpoints are disabled, deleted or do not receive the event; 3: nothing unresolved in the window, all resent meanwhile, or no such merchant; ${INTERRUPTED}: Ctrl-C stopped it after the webhook in hand, and the summary says how many were not tried)`)
+    .addHelpText('after', `\n${TIME}\n${EXIT} (1 also when some resends failed, every endpoint is disabled, nothing went because the endpoints are disabled, deleted or do not receive the event, or RabbitMQ stayed unavailable: ${BROKER_FAULTS_TO_GIVE_UP} resends in a row failed for it, and the summary says how many were not tried; 3: nothing unresolved in the window, all resent meanwhile, or no such merchant; ${INTERRUPTED}: Ctrl-C stopped it after the webhook in hand, and the summary says how many were not tried)`)
     .handle(
       (raw: { merchant?: string; since?: string; until?: string; dryRun: boolean; rate: string }, _args, now) => {
         const merchantId = requireMerchant(raw.merchant, 'failed replay');
@@ -163,26 +161,6 @@ export function declareFailed(program: CliCommand): void {
     );
 }
 
-type ReplaySummary = Awaited<ReturnType<typeof replay>>;
-
-/** The summary on stdout, the last error on stderr; the exit code. */
-function report(merchantId: string, summary: ReplaySummary, ctx: CliContext): number {
-  const cut = summary.notTried > 0;
-  writeLine(
-    ctx.stdout,
-    `replay of merchant ${merchantId}${cut ? ' interrupted' : ''}: resent ${summary.resent}, skipped ${summary.skipped}, errors ${summary.errors}` +
-      (cut ? `; ${summary.notTried} not tried: run it again for them` : ''),
-  );
-  if (summary.errors > 0) writeLine(ctx.stderr, `webhooks: some resends failed; the last error: ${summary.lastError ?? 'unknown'}. Run the replay again to retry them.`);
-  if (summary.kept.size > 0) writeLine(ctx.stderr, `webhooks: some stay failed: ${[...summary.kept].join('; ')}`);
-  if (cut) return INTERRUPTED;
-  if (summary.errors > 0) return 1;
-  // Nothing went, yet failures are left: an outage not recovered, as failed resend says (1), not "nothing matched".
-  if (summary.resent === 0 && summary.kept.size > 0) return 1;
-  // Everything was resent by someone else meanwhile: nothing was done, as with no match.
-  return summary.resent === 0 ? 3 : 0;
-}
-
 function parseRate(text: string): number {
   const n = Number(text);
   if (!/^\d+(?:\.\d+)?$/.test(text.trim()) || !(n > 0) || n > 10_000) throw new UsageError('--rate takes a number of webhooks per second above 0, at most 10000');
@@ -192,69 +170,3 @@ function parseRate(text: string): number {
 /** A larger window is replayed in parts. */
 const MAX_REPLAY = 100_000;
 
-async function replay(resend: ResendService, merchant: ResendTarget, candidates: FailureRow[], rate: number, ctx: CliContext, interrupted: AbortSignal) {
-  // kept: why skipped failures stay failed (an endpoint disabled or deleted, an event unsubscribed), once each.
-  const summary = { resent: 0, skipped: 0, errors: 0, notTried: 0, lastError: undefined as string | undefined, kept: new Set<string>() };
-  const started = performance.now();
-  const progress = startProgress('replay', candidates.length, ctx.stderr);
-  let brokerGone = false;
-  try {
-    for (const [i, failure] of candidates.entries()) {
-      if (brokerGone) {
-        summary.errors++;
-      } else {
-        // Resend i goes no earlier than i / rate seconds after the first.
-        const wait = started + (i * 1000) / rate - performance.now();
-        if (wait > 0) await sleep(Math.ceil(wait), undefined, { signal: interrupted }).catch(() => {});
-        if (interrupted.aborted) {
-          summary.notTried = candidates.length - i;
-          break;
-        }
-        try {
-          summary.resent += await resend.resendWebhook(merchant, failure.webhookId, failure.endpointId ?? undefined);
-        } catch (err) {
-          if (err instanceof NothingToResendError || err instanceof EventNotSubscribedError || err instanceof EndpointDeletedError || (err instanceof WebhookDisabledError && err.endpointId !== undefined)) {
-            // Resent since the window was read, or no longer sendable: left failed.
-            summary.skipped++;
-            if (!(err instanceof NothingToResendError)) summary.kept.add(err.message);
-          } else {
-            const stopped = err instanceof ResendStoppedError ? err : undefined;
-            summary.resent += stopped?.sent ?? 0;
-            summary.errors++;
-            summary.lastError = (err as Error).message;
-            // Each further resend would wait for a connection in vain: count the rest as errors.
-            brokerGone = stopped?.cause instanceof BrokerUnavailableError;
-          }
-        }
-      }
-      progress.advance();
-    }
-  } finally {
-    progress.stop();
-  }
-  return summary;
-}
-
-/** A live bar at a terminal; in a log or a pipe, whose redraws would fill with escape codes, a line per tenth of `total` (above 0). */
-function startProgress(label: string, total: number, stderr: CliIo['stderr']): { advance(): void; stop(): void } {
-  if (stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      { stream: stderr, format: `${label} [{bar}] {percentage}% | {value}/{total} | ETA {eta_formatted}`, hideCursor: true },
-      cliProgress.Presets.shades_classic,
-    );
-    bar.start(total, 0);
-    return { advance: () => bar.increment(1), stop: () => bar.stop() };
-  }
-  let done = 0;
-  let tenthsReported = 0;
-  return {
-    advance() {
-      done = Math.min(total, done + 1);
-      const tenths = Math.floor((done * 10) / total);
-      if (tenths <= tenthsReported) return;
-      tenthsReported = tenths;
-      writeLine(stderr, `${label}: ${Math.floor((done * 100) / total)}% (${done}/${total})`);
-    },
-    stop() {},
-  };
-}
