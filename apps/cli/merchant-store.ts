@@ -1,5 +1,5 @@
 import { merchantIdSchema } from '../../libs/contracts/index.js';
-import { type Database, type Queryable } from '../../libs/delivery-store/index.js';
+import { type Database, type PostgresOptions, type Queryable } from '../../libs/delivery-store/index.js';
 import { lineLogger, silentLogger } from '../../libs/logger/index.js';
 import { type Actor, EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, InvalidSettingsError, MerchantNotFoundError, MerchantSettings, openMerchants, SecretBox } from '../../libs/merchants/index.js';
 import { announcer, OperationalPublisher } from '../../libs/operational/index.js';
@@ -43,9 +43,12 @@ export async function withSettings<T>(ctx: CliContext, access: 'read' | 'write',
   }
 }
 
-/** DATABASE_URL for one command; a person waits at the prompt, so a slow connect is waited for longer. */
-export async function withDatabase<T>(ctx: CliContext, needs: string, run: (database: Database) => Promise<T>): Promise<T> {
-  return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000 }, run);
+/**
+ * DATABASE_URL for one command; a person waits at the prompt, so a slow connect is waited for longer.
+ * `settings` add to the pool's (merchants delete: no statement timeout).
+ */
+export async function withDatabase<T>(ctx: CliContext, needs: string, run: (database: Database) => Promise<T>, settings: PostgresOptions = {}): Promise<T> {
+  return withPostgres(ctx.config.DATABASE_URL, needs, { maxConnections: 1, applicationName: 'webhooks-cli', connectTimeoutMs: 10_000, ...settings }, run);
 }
 
 /** The merchants' database and the key their secrets are sealed with, for a command that needs no directory. */

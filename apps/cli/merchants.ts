@@ -151,7 +151,9 @@ export function declareMerchants(program: CliCommand): void {
       },
       async ({ id }, ctx) => {
         const needs = 'merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL';
-        const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR));
+        // No statement timeout, as migrate: a large merchant's DELETE of its delivery log outlasts the programs' 30 s,
+        // and the one transaction would roll back on every run.
+        const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR), { statementTimeoutMs: 0 });
         const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
         writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
         if (total === 0) throw new NothingMatchedError(`no row of merchant ${id} in any table`);

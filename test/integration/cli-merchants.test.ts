@@ -270,4 +270,23 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
       expect((await runCliInProcess({ ...env, SECRETS_KEY: TEST_SECRETS_KEY, SECRETS_KEY_PREVIOUS: newKey }, ['merchants', 'reseal'])).code).toBe(0);
     }
   });
+
+  it('deletes a merchant without a statement timeout, as migrate runs: a large merchant\'s DELETE takes what it takes', async () => {
+    expect((await cli('set', 'm_big', '--public-key', 'pk_big_0001')).code).toBe(0);
+    // Stands in for a DELETE longer than the programs' 30 s: it refuses to run under any statement timeout.
+    await fixture.db.query(`CREATE FUNCTION refuse_timed_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF current_setting('statement_timeout') <> '0' THEN RAISE EXCEPTION 'deleted under statement_timeout %', current_setting('statement_timeout'); END IF;
+        RETURN OLD;
+      END $$`);
+    await fixture.db.query(`CREATE TRIGGER refuse_timed_delete BEFORE DELETE ON merchants FOR EACH ROW WHEN (OLD.id = 'm_big') EXECUTE FUNCTION refuse_timed_delete()`);
+    try {
+      const result = await cli('delete', 'm_big', '--yes');
+      expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: expect.stringContaining('merchant m_big:') });
+      expect(await fixture.db.query('SELECT id FROM merchants WHERE id = $1', ['m_big'])).toEqual([]);
+    } finally {
+      await fixture.db.query('DROP TRIGGER refuse_timed_delete ON merchants');
+      await fixture.db.query('DROP FUNCTION refuse_timed_delete()');
+    }
+  });
 });
