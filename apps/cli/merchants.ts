@@ -42,7 +42,8 @@ export function declareMerchants(program: CliCommand): void {
     .handle((raw: { json: boolean; disabled: boolean }) => raw, async ({ json, disabled }, ctx) => {
       // Each endpoint at the rate it is sent at now, as the admin API shows it.
       const all = await withSettings(ctx, 'read', async (settings, database) => withCurrentRates(database, settings.list()));
-      const views = disabled ? all.filter((v) => v.endpoints.some((endpoint) => !endpoint.enabled)) : all;
+      // --disabled: each merchant with an endpoint off, and only those endpoints (a script acts on each one listed).
+      const views = disabled ? all.map((v) => ({ ...v, endpoints: v.endpoints.filter((endpoint) => !endpoint.enabled) })).filter((v) => v.endpoints.length > 0) : all;
       printListing(ctx, json, views, disabled ? 'no disabled endpoint' : 'no merchant in the database', () => (disabled ? disabledTable(views) : table(views)));
     });
 

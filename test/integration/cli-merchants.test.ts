@@ -149,6 +149,20 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
     expect(fixture.program.byId('m_dev')!.endpoints[0]!.url).toBe('http://127.0.0.1:4400/webhooks');
   });
 
+  it('lists with --disabled --json only the endpoints that are off, not the enabled ones beside them', async () => {
+    await fixture.withEndpoint('m_half', 'pk_cli_half_0001', '--url', 'https://hooks.example.com/half-off');
+    const off = await fixture.firstEndpoint('m_half');
+    expect((await cli('endpoints', 'add', 'm_half', '--url', 'https://hooks.example.com/half-on')).code).toBe(0);
+    expect((await cli('endpoints', 'set', 'm_half', off, '--disable')).code).toBe(0);
+
+    const listed = await cli('list', '--disabled', '--json');
+
+    expect(listed.code).toBe(0);
+    const views = JSON.parse(listed.stdout) as Array<{ id: string; endpoints: Array<{ id: string; enabled: boolean }> }>;
+    expect(views.find((v) => v.id === 'm_half')!.endpoints.map((e) => e.id)).toEqual([off]);
+    expect(views.flatMap((v) => v.endpoints).every((e) => !e.enabled)).toBe(true);
+  });
+
   it('lists the endpoints that are off with --disabled: why and since when; --enable turns one on and publishes endpoint.enabled', async () => {
     // As a dispatcher's auto-disable writes it.
     await fixture.withEndpoint('m_auto', 'pk_cli_auto_0001', '--url', 'https://hooks.example.com/auto');
