@@ -15,7 +15,8 @@ export function declarePublish(program: CliCommand): void {
     .usage('--sample <event|all> --merchant <id> [--count N]\n       webhooks publish --file <event.json> [--message-id <id>]')
     .description(
       'Publishes events to <TOPOLOGY_PREFIX>.events as upstream services do (persistent, with a publisher ' +
-        'confirm), after checking them as the dispatcher will: an event it would park is refused here.',
+        'confirm), after checking their shape as the dispatcher will: an event it would park as malformed is refused here. ' +
+        'Whether the merchant exists is not checked (that is in PostgreSQL): an unknown merchant\'s events are parked as unknown-merchant.',
     )
     .option('--sample <event>', `a built-in sample: ${EVENT_NAMES.join(', ')}, or all`)
     .option('--merchant <id>', 'the merchant of the samples')
@@ -44,6 +45,9 @@ function check(raw: { sample?: string; merchant?: string; file?: string; message
   const sample: EventName[] | undefined = raw.sample === 'all' ? [...EVENT_NAMES] : isEventName(raw.sample) ? [raw.sample] : undefined;
   if (!sample) throw new UsageError(`--sample takes one of ${EVENT_NAMES.join(', ')} or all; not ${raw.sample}`);
   if (!raw.merchant) throw new UsageError('--sample needs --merchant <id>');
+  // The dispatcher's rule, checked before the broker is opened: else a schema dump after connecting (exit 1).
+  const merchant = upstreamMessageSchema.shape.merchantId.safeParse(raw.merchant);
+  if (!merchant.success) throw new UsageError(`--merchant ${merchant.error.issues[0]!.message}`);
   return { sample, merchant: raw.merchant, messageId: raw.messageId, count };
 }
 

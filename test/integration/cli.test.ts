@@ -67,6 +67,9 @@ describe('webhooks publish', () => {
   it.each([
     [['publish', '--sample', 'charge.created', '--merchant', 'm'], '--sample takes one of'],
     [['publish', '--sample', 'payout'], '--sample needs --merchant'],
+    // Refused before the broker is opened, in one line, as the dispatcher would park it (not a schema dump, exit 1).
+    [['publish', '--sample', 'payout', '--merchant', 'm'.repeat(201)], '--merchant must be 1 to 200 characters without control characters'],
+    [['publish', '--sample', 'payout', '--merchant', 'm\t1'], '--merchant must be 1 to 200 characters without control characters'],
     [['publish'], 'publish needs --sample'],
     [['unpublish'], "unknown command 'unpublish'\n(Did you mean publish?)"],
     [['publish', '--bogus'], "unknown option '--bogus'"],
