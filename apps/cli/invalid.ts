@@ -189,7 +189,9 @@ export function declareInvalid(program: CliCommand): void {
           ),
         );
         if (pass.interrupted) {
-          if (shown.length > 0) printListing(ctx, options.json, shown.map(parkedJson), '', () => parkedTable(shown));
+          // Scripts get their array even when nothing matched yet; the exit code says it was cut short.
+          if (options.json) writeLine(ctx.stdout, JSON.stringify(shown.map(parkedJson)));
+          else if (shown.length > 0) writeLine(ctx.stdout, parkedTable(shown));
           writeLine(ctx.stderr, `interrupted: read ${pass.kept} message(s) of ${names.invalid}, now behind the ones it did not reach: run it again for the whole list`);
           return INTERRUPTED;
         }

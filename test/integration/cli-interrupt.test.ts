@@ -137,4 +137,29 @@ describe('webhooks invalid list interrupted with Ctrl-C', () => {
       await proxy.close();
     }
   }, 60_000);
+
+  it('still prints a JSON array with --json when stopped before anything matched: [] for scripts', async () => {
+    const total = 3_000;
+    await test.channel.assertQueue(names.invalid, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+    const confirms = await test.connection.createConfirmChannel();
+    for (let i = 0; i < total; i++) {
+      confirms.sendToQueue(names.invalid, Buffer.alloc(300, 'x'), { messageId: `evt_json_${i}`, persistent: true, headers: { [HEADERS.invalidCode]: 'unknown-merchant' } });
+    }
+    await confirms.waitForConfirms();
+    await confirms.close();
+    const proxy = await FrozenProxy.start(brokerUrl());
+    try {
+      const list = startProgram(CLI, { RABBITMQ_URL: proxy.url, TOPOLOGY_PREFIX: prefix }, ['invalid', 'list', '--code', 'too-large', '--json']);
+      await waitFor('100 messages read', () => proxy.received > 100 * 300, 15_000, 5);
+      list.child.kill('SIGINT');
+      const result = await list.finished;
+
+      expect(result.code).toBe(130);
+      expect(result.stdout).toBe('[]\n');
+      expect(result.stderr).toMatch(/^interrupted: read \d+ message\(s\)/);
+    } finally {
+      await proxy.close();
+      await test.drain(names.invalid, total);
+    }
+  }, 60_000);
 });
