@@ -1,4 +1,4 @@
-import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, type MerchantView, resealSecrets, withCurrentRate, withCurrentRates } from '../../libs/merchants/index.js';
+import { deleteMerchantData, firstIssue, listAudit, type MerchantInput, merchantInputSchema, MerchantSweepFailedError, type MerchantView, resealSecrets, withCurrentRate, withCurrentRates } from '../../libs/merchants/index.js';
 import { CliCommand, EXIT, formatTable, NothingMatchedError, parseLimit, printListing, UsageError, writeLine } from './command.js';
 import { declareEndpoints, endpointTable } from './endpoints.js';
 import { CLI_ACTOR, merchantId, newMerchantId, withDatabase, withSealedStore, withSettings } from './merchant-store.js';
@@ -143,7 +143,7 @@ export function declareMerchants(program: CliCommand): void {
     )
     .argument('<merchant-id>')
     .option('--yes', 'really delete: nothing can bring the data back but a backup', false)
-    .addHelpText('after', `\n${EXIT} (3: no row of this merchant in any table)`)
+    .addHelpText('after', `\n${EXIT} (3: no row of this merchant in any table; 1 also when the delete committed but its sweep failed: the table is printed, run it again)`)
     .handle(
       (raw: { yes: boolean }, args) => {
         const id = merchantId(args);
@@ -154,9 +154,19 @@ export function declareMerchants(program: CliCommand): void {
         const needs = 'merchants delete needs DATABASE_URL: merchants and their data live in PostgreSQL';
         // No statement timeout, as migrate: a large merchant's DELETE of its delivery log outlasts the programs' 30 s,
         // and the one transaction would roll back on every run.
-        const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR), { statementTimeoutMs: 0 });
+        let sweep: MerchantSweepFailedError | undefined;
+        const deleted = await withDatabase(ctx, needs, (database) => deleteMerchantData(database, id, CLI_ACTOR), { statementTimeoutMs: 0 }).catch((err: unknown) => {
+          // The delete stands: its table is printed, and the operator told it happened, not only that something failed.
+          if (!(err instanceof MerchantSweepFailedError)) throw err;
+          sweep = err;
+          return err.deleted;
+        });
         const total = Object.values(deleted).reduce((sum, n) => sum + n, 0);
         writeLine(ctx.stdout, formatTable(['TABLE', 'ROWS DELETED'], Object.entries(deleted).map(([table, n]) => [table, String(n)])));
+        if (sweep) {
+          const why = (sweep.cause as Error)?.message ?? String(sweep.cause);
+          throw new Error(`merchant ${id}: ${total} row(s) deleted and committed; the sweep 2 s later, for a write that raced the delete, failed (${why}): run \`webhooks merchants delete ${id} --yes\` again`, { cause: sweep });
+        }
         if (total === 0) throw new NothingMatchedError(`no row of merchant ${id} in any table`);
         writeLine(ctx.stderr, `merchant ${id}: ${total} row(s) deleted; running programs forget it within 10 s (each logs "merchant deleted; no longer served")`);
       },

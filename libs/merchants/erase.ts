@@ -1,4 +1,5 @@
 import type { Queryable } from '../delivery-store/index.js';
+import { NamedError } from '../runtime/named-error.js';
 import { type Actor, recordAudit } from './audit.js';
 import { CHANGES_CHANNEL, idDigest, TOMBSTONE_KEEP_MS } from './rows.js';
 
@@ -37,12 +38,24 @@ export const SWEEP_AFTER_MS = 2_000;
 
 type Transactional = { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> };
 
-/** In one transaction, audited; when it found any, once more after `sweepAfterMs`. RabbitMQ is not touched. */
+/** The delete committed (`deleted`: its rows per table), its sweep did not (`cause`): a second delete sweeps what raced it. */
+export class MerchantSweepFailedError extends NamedError {
+  constructor(readonly deleted: Record<string, number>, options: { cause: unknown }) {
+    super(`the merchant's delete committed, its sweep failed: ${(options.cause as Error)?.message ?? String(options.cause)}`, options);
+  }
+}
+
+/**
+ * In one transaction, audited; when it found any, once more after `sweepAfterMs`. RabbitMQ is not touched.
+ * A failed sweep throws MerchantSweepFailedError with the committed counts: the caller can say the delete happened.
+ */
 export async function deleteMerchantData(db: Transactional, merchantId: string, by: Actor, options: { sweepAfterMs?: number } = {}): Promise<Record<string, number>> {
   const deleted = await deleteOnce(db, merchantId, by);
   if (!Object.values(deleted).some((n) => n > 0)) return deleted;
   await new Promise((resolve) => setTimeout(resolve, options.sweepAfterMs ?? SWEEP_AFTER_MS));
-  const swept = await deleteOnce(db, merchantId, by, true);
+  const swept = await deleteOnce(db, merchantId, by, true).catch((err: unknown) => {
+    throw new MerchantSweepFailedError(deleted, { cause: err });
+  });
   for (const [table, n] of Object.entries(swept)) deleted[table] = (deleted[table] ?? 0) + n;
   return deleted;
 }

@@ -6,7 +6,7 @@ export { SecretBox, SecretsKeyError } from './secret-box.js';
 export { type Actor, AuditUnavailableError, listAudit, recordAudit } from './audit.js';
 export { resealSecrets, webhookSettingsOf } from './rows.js';
 export { type Health, type HealthFact } from './health.js';
-export { deleteMerchantData, MERCHANT_TABLES, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
+export { deleteMerchantData, MERCHANT_TABLES, MerchantSweepFailedError, TABLES_KEPT_AFTER_DELETE, TABLES_WITHOUT_MERCHANT_DATA } from './erase.js';
 export * from './errors.js';
 export * from './settings-input.js';
 export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';

@@ -303,4 +303,31 @@ describe('webhooks merchants (operator CLI on the merchants table)', () => {
       await fixture.db.query('DROP FUNCTION refuse_timed_delete()');
     }
   });
+
+  it('prints what its delete removed and says to run it again when only the sweep 2 s after the committed delete fails (exit 1)', async () => {
+    expect((await cli('set', 'm_swept', '--public-key', 'pk_swept_0001')).code).toBe(0);
+    // The first pass's DELETE passes, the sweep's fails: as a connection lost in those 2 s (a sequence counts across transactions).
+    await fixture.db.query('CREATE SEQUENCE sweep_deletes');
+    await fixture.db.query(`CREATE FUNCTION fail_the_sweep() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF nextval('sweep_deletes') > 1 THEN RAISE EXCEPTION 'connection lost in the sweep'; END IF;
+        RETURN NULL;
+      END $$`);
+    await fixture.db.query('CREATE TRIGGER fail_the_sweep BEFORE DELETE ON merchant_idempotency FOR EACH STATEMENT EXECUTE FUNCTION fail_the_sweep()');
+    try {
+      const result = await cli('delete', 'm_swept', '--yes');
+      expect(result.code).toBe(1);
+      expect(result.stdout).toMatch(/^TABLE\s+ROWS DELETED\n/);
+      expect(result.stdout).toMatch(/\nmerchants\s+1\n/);
+      expect(result.stderr).toBe(
+        'webhooks: merchant m_swept: 1 row(s) deleted and committed; the sweep 2 s later, for a write that raced the delete, failed ' +
+          '(connection lost in the sweep): run `webhooks merchants delete m_swept --yes` again\n',
+      );
+      expect(await fixture.db.query('SELECT id FROM merchants WHERE id = $1', ['m_swept'])).toEqual([]);
+    } finally {
+      await fixture.db.query('DROP TRIGGER fail_the_sweep ON merchant_idempotency');
+      await fixture.db.query('DROP FUNCTION fail_the_sweep()');
+      await fixture.db.query('DROP SEQUENCE sweep_deletes');
+    }
+  });
 });
