@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   // The merchant portal's
   'portal_session_required', 'portal_link_used', 'portal_link_expired', 'portal_link_invalid',
   'csrf_token_invalid', 'permission_denied', 'cross_origin_write', 'endpoint_disabled_by_operator',
+  'portal_session_other_merchant',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -122,6 +122,13 @@ export class PortalSessions {
     return { token, expiresAt: new Date(rows[0]!.expires_at).toISOString() };
   }
 
+  /** The merchant a link would open now (unused, unexpired), without using it; undefined otherwise. */
+  async linkMerchant(token: string): Promise<string | undefined> {
+    if (!this.signer.verify(token) || this.knownDead(token)) return undefined;
+    const rows = await this.run<{ merchant_id: string }>('SELECT merchant_id FROM portal_links WHERE token_hash = $1 AND redeemed_at IS NULL AND expires_at > now()', [digest(token)]);
+    return rows[0]?.merchant_id;
+  }
+
   /** A link's one use opens a session (one UPDATE: one replica wins); a second use ends what it opened. */
   async redeem(token: string): Promise<{ sessionId: string; session: PortalSession }> {
     if (!this.signer.verify(token)) throw new PortalLinkError('unknown');

@@ -129,14 +129,31 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken });
 
+  /** The live session this request's cookie holds, if any: the one an exchange would replace. */
+  const replaced = async (req: Request): Promise<PortalSession | undefined> =>
+    session(req).catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === 'portal_session_required') return undefined;
+      throw err;
+    });
+
   mount(app, 'openPortalSession', async (req, res) => {
-    const token = (req.body as { token?: unknown } | undefined)?.token;
+    const { token, replaceSession } = (req.body ?? {}) as { token?: unknown; replaceSession?: unknown };
     fromPortalPage(req, deps);
     if (typeof token !== 'string' || token.length === 0 || token.length > 200) throw badRequest('invalid_body', 'Give the link\'s token: {"token": "..."}');
+    if (replaceSession !== undefined && typeof replaceSession !== 'boolean') throw badRequest('invalid_body', 'replaceSession is true or false');
     const sessions = sessionsOf(deps);
     // Forged, or already refused here: answered without a query, and not counted.
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
     if (!sessions.knownDead(token)) await take(deps.portalLimits.address, clientKey(req.ip), 'portal link exchanges from this address');
+    // Another merchant's link over a live session may be one that merchant sent (a login CSRF): the
+    // page's own same-origin POST passes fromPortalPage, so only the person's confirmation tells.
+    const current = await replaced(req);
+    if (current && replaceSession !== true) {
+      const opens = await sessions.linkMerchant(token);
+      if (opens !== undefined && opens !== current.merchantId) {
+        throw new ApiError(409, 'portal_session_other_merchant', `You are signed in as ${current.merchantId}; this link opens the portal of merchant ${opens}: switch only if you meant to`);
+      }
+    }
     const { sessionId: id, session: started } = await sessions.redeem(token).catch(async (err: unknown) => {
       if (!(err instanceof PortalLinkError)) throw err;
       // A used link presented again ends the sessions it made: the merchant's trail says so.
@@ -146,6 +163,8 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     });
     // The cookie only once the trail holds the opening: a 503 for the audit carries no session.
     await audit(started, req, 'portal.session_opened', { permissions: started.permissions });
+    // Its cookie is overwritten below: ended now, not left to idle out with a copy of it still valid.
+    if (current) await sessions.end(sessionId(req)!).catch(() => deps.logger.warn('portal session replaced but not ended: it idles out', { merchantId: current.merchantId }));
     res.set('set-cookie', `${cookieName}=${id}; ${cookieAttributes}`);
     deps.logger.info('portal session opened', { merchantId: started.merchantId });
     res.status(201).json({ message: 'portal session opened', error: null, data: sessionView(started) });

@@ -47,7 +47,7 @@ function loaded() {
 }
 
 /** The most the page's modules may weigh together, gzipped each alone, in bytes. */
-export const PORTAL_SCRIPT_GZIP_BUDGET = 14_300;
+export const PORTAL_SCRIPT_GZIP_BUDGET = 14_500;
 
 export function portalScriptWeight(): { bytes: number; gzipBytes: number } {
   const js = [...loaded().js.values()];

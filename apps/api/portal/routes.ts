@@ -188,12 +188,17 @@ export const PORTAL_ROUTES = [
   {
     operationId: 'openPortalSession', method: 'post', path: '/portal/api/session',
     summary: 'Exchange a link\'s token for a session cookie (the page does this)',
-    input: { body: z.strictObject({ token: z.string().min(1).max(200) }), bodyRequired: true },
+    description:
+      'A request carrying a live session of another merchant than the link\'s is refused (409) unless replaceSession is true: ' +
+      'the page asks first, naming both, so that a link another merchant sent does not swap the session unseen (a login CSRF). ' +
+      'A session replaced (confirmed, or of the same merchant) is ended.',
+    input: { body: z.strictObject({ token: z.string().min(1).max(200), replaceSession: z.boolean().optional() }), bodyRequired: true },
     output: { '201': { description: 'Session opened; Set-Cookie carries it', schema: envelope(sessionView) } },
     errors: {
       '400': 'invalid_body',
       '401': 'portal_link_used: the link was opened already; portal_link_expired; portal_link_invalid',
       '403': 'cross_origin_write: Origin or Sec-Fetch-Site says the request does not come from the portal\'s page (a login CSRF); the link stays unused',
+      '409': 'portal_session_other_merchant: the request carries a live session of another merchant and no replaceSession: true; the message names both merchants, and the link stays unused',
       '429': 'rate_limited: at most 30 link exchanges a minute per client address (a forged token, or one this replica already refused, is answered without counting), on all replicas together; see Retry-After',
       '503': 'log_unavailable, log_disabled, service_unavailable',
     },

@@ -1,6 +1,6 @@
 // The portal's entry: opens the session from the link (or the cookie), then draws the screen the address names.
 
-import { type Session, alertBox, api, h, main, setSession, when } from './core.js';
+import { type Answer, type Session, alertBox, api, h, main, setSession, show, when } from './core.js';
 import { endpoint, endpoints } from './endpoints.js';
 import { overview } from './overview.js';
 import { recover } from './recover.js';
@@ -39,11 +39,31 @@ async function logOut(): Promise<void> {
   main.replaceChildren(h('h1', {}, 'You are logged out'), h('p', {}, 'Open the portal again from your dashboard to get a new link.'));
 }
 
+const exchange = (body: object) => api('POST', '/portal/api/session', body);
+
+/**
+ * Another merchant's link over a live session, refused by the API (409): maybe one that merchant
+ * sent to trick this one. Its message names both; only a click swaps the session.
+ */
+function askToSwitch(token: string, refused: Answer): Promise<Answer> {
+  return new Promise((resolve) => {
+    // One choice: the link sent twice is found used, which ends the session it opened.
+    const choose = (body?: object) => async () => {
+      for (const button of main.querySelectorAll('button')) button.disabled = true;
+      resolve(await (body ? exchange(body) : api('GET', '/portal/api/session')));
+    };
+    show('Switch merchant?', alertBox(refused), h('button', { type: 'button', onclick: choose() }, 'Stay signed in'), ' ',
+      h('button', { type: 'button', class: 'secondary', onclick: choose({ token, replaceSession: true }) }, 'Switch merchant'));
+  });
+}
+
 async function start(): Promise<void> {
   const token = /^#token=([A-Za-z0-9_.-]+)$/.exec(location.hash)?.[1];
   // Out of the address bar and the history at once: the token works once anyway.
   if (token) history.replaceState(null, '', `${location.pathname}#/overview`);
-  const answer = token ? await api('POST', '/portal/api/session', { token }) : await api('GET', '/portal/api/session');
+  let answer = token ? await exchange({ token }) : await api('GET', '/portal/api/session');
+  // The exchange's one 409: portal_session_other_merchant.
+  if (token && answer.status === 409) answer = await askToSwitch(token, answer);
   if (answer.status !== 200 && answer.status !== 201) {
     document.title = 'Link not valid · Webhooks';
     main.replaceChildren(h('h1', {}, answer.status === 401 ? 'This link cannot be used' : 'The portal is not available'), alertBox(answer),
