@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { Queryable } from '../../libs/delivery-store/index.js';
 import { isUnavailable, MerchantStoreUnavailableError } from '../../libs/merchants/index.js';
 import { BoundedMap, NamedError } from '../../libs/runtime/index.js';
@@ -109,12 +110,29 @@ export class RememberedRefusals implements RateLimiter {
   }
 }
 
+/** The key of every client whose address is no IP address: one budget for all of them, never one per text. */
+export const INVALID_ADDRESS_KEY = 'invalid';
+
+/**
+ * The address without the port some proxies append in X-Forwarded-For (`203.0.113.5:40001`,
+ * `[2001:db8::1]:443`), which Express's req.ip keeps: keyed with it, each connection of one client
+ * would be a bucket of its own, and an IPv4 one with a port would read as IPv6.
+ */
+function withoutPort(address: string): string {
+  const bracketed = /^\[([^\]]*)\](?::\d{1,5})?$/.exec(address);
+  if (bracketed) return isIP(bracketed[1]!) === 6 ? bracketed[1]! : '';
+  return /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(address)?.[1] ?? address;
+}
+
 /** An IPv4 address as it is (an IPv4-mapped one too), an IPv6 one by its /64, usually one subscriber's. */
-export function clientKey(address: string | undefined): string {
-  if (!address) return 'unknown';
+export function clientKey(given: string | undefined): string {
+  if (!given) return 'unknown';
+  const address = withoutPort(given.trim());
+  const version = isIP(address);
+  if (version === 0) return INVALID_ADDRESS_KEY;
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
   if (mapped) return mapped[1]!;
-  if (!address.includes(':')) return address;
+  if (version === 4) return address;
   const [head, tail] = address.split('::') as [string, string | undefined];
   const left = head === '' ? [] : head.split(':');
   const right = tail === undefined || tail === '' ? [] : tail.split(':');

@@ -11,6 +11,19 @@ describe('the per-address limit of the portal', () => {
     expect(clientKey(undefined)).toBe('unknown');
   });
 
+  it('keys an address with a port, as some proxies write it in X-Forwarded-For, by the address alone: one bucket per client, not per connection', () => {
+    expect(clientKey('203.0.113.5:1111')).toBe('203.0.113.5');
+    expect(clientKey('203.0.113.5:2222')).toBe(clientKey('203.0.113.5:1111'));
+    expect(clientKey('203.0.113.5:1111')).not.toBe(clientKey('203.9.9.9:1111'));
+    expect(clientKey('[2001:db8:1:2::7]:443')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('[2001:db8:1:2::8]')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('[::ffff:203.0.113.5]:80')).toBe('203.0.113.5');
+  });
+
+  it('keys what is no address, even with a port stripped, on one shared key rather than on its text', () => {
+    for (const text of ['unknown', 'proxy.example:80', '203.0.113.5:port', '1.2.3.4.5', 'gg::1', '[203.0.113.5]:80']) expect(clientKey(text)).toBe('invalid');
+  });
+
   it('answers a refused key from memory until its Retry-After runs out, without asking the limiter', async () => {
     let now = 0;
     let asked = 0;

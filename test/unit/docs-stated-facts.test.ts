@@ -101,6 +101,7 @@ const QUOTED_LOG_LINES: ReadonlyArray<{ source: string; message: string; docs: s
     docs: ['docs/production.md', 'docs/troubleshooting.md'],
   },
   { source: 'apps/dispatcher/stages/effect.ts', message: 'webhook of a deleted merchant dropped', docs: ['docs/production.md'] },
+  { source: 'apps/api/portal/handlers.ts', message: 'client address is no IP address: every such client shares one link-exchange budget; check TRUST_PROXY and what the proxy writes in X-Forwarded-For', docs: ['docs/portal.md'] },
   { source: 'libs/merchants/pg-directory.ts', message: 'merchant deleted; no longer served', docs: ['docs/production.md'] },
   {
     source: 'libs/ordering/upkeep.ts',

@@ -5,7 +5,7 @@ import { keyDigestOf, linkLifetimeMs, PortalLinkError, type PortalPermission, ty
 import { USER_AGENT } from '../../dispatcher/program.js';
 import type { ApiDeps } from '../deps.js';
 import { ApiError, badRequest, notFound } from '../errors.js';
-import { clientKey, take } from '../rate-limit.js';
+import { clientKey, INVALID_ADDRESS_KEY, take } from '../rate-limit.js';
 import { listFilters, readLog } from '../log-handlers.js';
 import { auditedResend, resendOne } from '../resend-routes.js';
 import { mount } from '../mount.js';
@@ -129,6 +129,17 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     recordAudit(deps.audit, found.merchantId, action, changes, portalActor(found, req));
   const sessionView = ({ merchantId, permissions, expiresAt, csrfToken }: PortalSession) => ({ merchantId, permissions, expiresAt, csrfToken });
 
+  let warnedInvalid = false;
+  /** The client address's key; a proxy writing X-Forwarded-For in a form no one reads is said once per replica. */
+  const addressKey = (req: Request): string => {
+    const key = clientKey(req.ip);
+    if (key === INVALID_ADDRESS_KEY && !warnedInvalid) {
+      warnedInvalid = true;
+      deps.logger.warn('client address is no IP address: every such client shares one link-exchange budget; check TRUST_PROXY and what the proxy writes in X-Forwarded-For', { address: String(req.ip).slice(0, 100) });
+    }
+    return key;
+  };
+
   /** The live session this request's cookie holds, if any: the one an exchange would replace. */
   const replaced = async (req: Request): Promise<PortalSession | undefined> =>
     session(req).catch((err: unknown) => {
@@ -144,7 +155,7 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const sessions = sessionsOf(deps);
     // Forged, or already refused here: answered without a query, and not counted.
     if (!sessions.wellFormed(token)) throw new ApiError(401, 'portal_link_invalid', 'This portal link is not valid: ask for a new one');
-    if (!sessions.knownDead(token)) await take(deps.portalLimits.address, clientKey(req.ip), 'portal link exchanges from this address');
+    if (!sessions.knownDead(token)) await take(deps.portalLimits.address, addressKey(req), 'portal link exchanges from this address');
     // Another merchant's link over a live session may be one that merchant sent (a login CSRF): the
     // page's own same-origin POST passes fromPortalPage, so only the person's confirmation tells.
     const current = await replaced(req);
