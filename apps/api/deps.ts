@@ -12,7 +12,7 @@ export interface ApiDeps {
   auth: Authenticator;
   resend: ResendService;
   limiter: RateLimiter;
-  portalLimits: { settings: ReturningLimiter; tests: RateLimiter; recover: RateLimiter; address: RateLimiter };
+  portalLimits: { settings: ReturningLimiter; tests: RateLimiter; recover: ReturningLimiter; address: RateLimiter };
   /** TRUST_PROXY, as Express's `trust proxy`. */
   trustProxy?: number | string[];
   logger: Logger;

@@ -243,22 +243,32 @@ export function mountPortal(app: Router, deps: ApiDeps): void {
     const found = await session(req);
     // A round of Recover starts with its count, for a session that may resend. Only from the portal's own
     // page: a GET carries the SameSite=Strict cookie from any page of the same site (an <img> would spend the day).
-    if (found.permissions.includes('resend')) {
+    // Taken before the count, so that no more than the day's rounds run at once.
+    const round = found.permissions.includes('resend');
+    if (round) {
       fromPortalPage(req, deps);
       await limited('recover', found.merchantId);
-      await audit(found, req, 'portal.recover_round', { since: query.since });
     }
     const since = query.since as string;
     const webhooks: Array<{ webhookId: string; endpointId: string | null; event: string; references: string[]; firstSeenAt: string }> = [];
     let cursor: string | undefined;
     let truncated = false;
-    // Pages of 100 within the merchant's read limits; a merchant with more than 1,000 recovers in rounds.
-    do {
-      const page = await readLog(deps, found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
-      for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, endpointId: w.endpointId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
-      cursor = page.nextCursor ?? undefined;
-      if (webhooks.length >= RECOVER_MAX && cursor) truncated = true;
-    } while (cursor && !truncated);
+    try {
+      // Pages of 100 within the merchant's read limits; a merchant with more than 1,000 recovers in rounds.
+      do {
+        const page = await readLog(deps, found.merchantId, (log) => log.listWebhooks(found.merchantId, { status: 'failed', since, cursor, limit: 100 }));
+        for (const w of page.webhooks) webhooks.push({ webhookId: w.webhookId, endpointId: w.endpointId, event: w.event, references: w.references, firstSeenAt: w.firstSeenAt });
+        cursor = page.nextCursor ?? undefined;
+        if (webhooks.length >= RECOVER_MAX && cursor) truncated = true;
+      } while (cursor && !truncated);
+      // In the trail only once the count ran: a refused one was no round.
+      if (round) await audit(found, req, 'portal.recover_round', { since: query.since });
+    } catch (err) {
+      // A count the log refused (429, 503), or whose audit entry was refused, gave the merchant nothing: the
+      // round is given back. Left spent only when PostgreSQL does not take that either.
+      if (round) await deps.portalLimits.recover.giveBack(found.merchantId).catch(() => {});
+      throw err;
+    }
     // Oldest first: a merchant's server sees them in the order they happened.
     webhooks.reverse();
     res.json({ message: `${webhooks.length} failed webhook(s) since ${since}`, error: null, data: { since, count: webhooks.length, webhooks, truncated } });

@@ -234,7 +234,7 @@ export const PORTAL_ROUTES = [
     errors: {
       ...READ_ERRORS,
       '403': "cross_origin_write: a count that starts a round (a session that may resend) whose Origin or Sec-Fetch-Site says it does not come from the portal's page",
-      '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend); see Retry-After',
+      '429': 'rate_limited, too_many_concurrent_queries: as every read; and at most 10 Recover rounds a day per merchant (a round starts with this count, for a session that may resend; a count refused, 429 or 503, gives its round back); see Retry-After',
     },
   }),
   sessionRoute('get', BASE, 'portalListEndpoints', {
