@@ -38,12 +38,29 @@ export function checkWebhookUrl(text: string, policy: UrlPolicy): string {
   return written;
 }
 
-/** One resource however written (RFC 3986 6.2.2; `/x?` is `/x`): two such endpoints got every webhook twice. */
+/**
+ * One resource however written (RFC 3986 6.2.2; `/x?` is `/x`; `host.` is `host`, the same name fully
+ * qualified, which WHATWG's URL keeps): two such endpoints got every webhook twice, and an endpoint
+ * the operator turned off could come back as a new one at the same receiver.
+ */
 export function urlIdentity(url: string): string {
-  return url.replace(/\?$/, '').replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
+  return withoutRootDot(url).replace(/\?$/, '').replace(/%([0-9A-Fa-f]{2})/g, (_all, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));
     return /^[A-Za-z0-9._~-]$/.test(char) ? char : `%${hex.toUpperCase()}`;
   });
+}
+
+/** The URL with one trailing dot of its host dropped (`host..` is no name: left as it is). */
+function withoutRootDot(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  if (!parsed.hostname.endsWith('.') || parsed.hostname.endsWith('..')) return url;
+  parsed.hostname = parsed.hostname.slice(0, -1);
+  return parsed.toString();
 }
 
 /** Never a secret. */

@@ -246,6 +246,19 @@ describe("admin API: a merchant's endpoints", () => {
     expect((await send(stack.apiA, 'PATCH', `m_ep10/endpoints/${other.id}`, { url: `${base}/x?a` })).status).toBe(200);
   });
 
+  it('takes a host with one trailing dot (the same name, fully qualified) for the host without: 409 endpoint_url_taken both ways', async () => {
+    await send(stack.apiA, 'PUT', 'm_ep12', { publicKey: 'pk_ep_000012' });
+    const { id } = data(await send(stack.apiA, 'POST', 'm_ep12/endpoints', { url: 'http://hooks.example/h' }));
+    // Else an endpoint the operator turned off would come back on at once, as a new one at the same receiver.
+    expect((await send(stack.apiA, 'PATCH', `m_ep12/endpoints/${id}`, { enabled: false })).status).toBe(200);
+    expect(code(await send(stack.apiB, 'POST', 'm_ep12/endpoints', { url: 'http://hooks.example./h' }))).toEqual([409, 'endpoint_url_taken']);
+    expect(code(await send(stack.apiB, 'POST', 'm_ep12/endpoints', { url: 'http://HOOKS.example.:80/h' }))).toEqual([409, 'endpoint_url_taken']);
+    const other = data(await send(stack.apiA, 'POST', 'm_ep12/endpoints', { url: 'http://other.example./h' }));
+    expect(code(await send(stack.apiA, 'PATCH', `m_ep12/endpoints/${other.id}`, { url: 'http://hooks.example./h' }))).toEqual([409, 'endpoint_url_taken']);
+    // Its own host so written is no conflict with itself.
+    expect((await send(stack.apiA, 'PATCH', `m_ep12/endpoints/${other.id}`, { url: 'http://other.example/h' })).status).toBe(200);
+  });
+
   it('answers a GET with the ETag of the version its body shows, even when a write lands while the GET reads the rates', async () => {
     await send(stack.apiA, 'PUT', 'm_ep7', { publicKey: 'pk_ep_000007' });
     const created = await send(stack.apiA, 'POST', 'm_ep7/endpoints', { url: `${stack.receiver.url}/m_ep7`, description: 'before' });
