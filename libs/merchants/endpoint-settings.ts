@@ -1,7 +1,7 @@
 import { graceSecrets } from './directory.js';
 import { EndpointLimitError, EndpointNotFoundError, EndpointUrlTakenError, DisabledByOperatorError, MerchantNotFoundError, TooManySecretsError } from './errors.js';
 import type { EndpointInput, EndpointPatch } from './settings-input.js';
-import { disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
+import { disabledByOf, disabledByOperator, type Endpoint, MAX_GRACE_SECRETS, type Merchant } from './schema.js';
 import { checkWebhookUrl, type EndpointView, endpointViewOf, type MerchantSettings, newWebhookSecret, urlIdentity, withStatus, type WriteGuards } from './settings.js';
 
 /** Each change of an endpoint is a write of the merchant's versioned document through MerchantSettings. */
@@ -34,13 +34,13 @@ export class EndpointSettings {
       return { ...current, endpoints: [...current.endpoints, withStatus(undefined, endpoint, now, guards.by, !input.enabled)] };
     }, (next) => {
       const endpoint = endpointOf(next, createdId!);
-      return { view: endpointViewOf(endpoint, this.settings.now()), secret: endpoint.secret };
+      return { view: endpointViewOf(endpoint, this.settings.now()), ...statusOf(endpoint), secret: endpoint.secret };
     });
   }
 
   patch(merchantId: string, endpointId: string, patch: EndpointPatch, guards: WriteGuards = {}) {
     const url = patch.url === undefined ? undefined : checkWebhookUrl(patch.url, this.settings.policy);
-    return this.settings.write<{ view: EndpointView }>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current, _issued, now) => {
+    return this.settings.write<{ view: EndpointView } & EndpointStatus>('endpoint.patch', merchantId, { endpointId, patch }, guards, (current, _issued, now) => {
       const kept = endpointOf(current, endpointId);
       // Moved elsewhere, it would leave its URL free for a new one, on at once.
       if (guards.by === 'merchant' && url !== undefined && url !== kept.url && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
@@ -53,7 +53,10 @@ export class EndpointSettings {
       }
       if (guards.by === 'merchant' && next.enabled && disabledByOperator(kept)) throw new DisabledByOperatorError(merchantId);
       return replaced(current, withStatus(kept, next, now, guards.by, patch.enabled === false));
-    }, (next) => ({ view: endpointViewOf(endpointOf(next, endpointId), this.settings.now()) }));
+    }, (next) => {
+      const endpoint = endpointOf(next, endpointId);
+      return { view: endpointViewOf(endpoint, this.settings.now()), ...statusOf(endpoint) };
+    });
   }
 
   delete(merchantId: string, endpointId: string, guards: WriteGuards = {}) {
@@ -75,6 +78,20 @@ export class EndpointSettings {
       return { secret, previousSecretExpiresAt: replacedSecret?.expiresAt ?? null };
     });
   }
+}
+
+/**
+ * What the view leaves out of the written endpoint: who turned it off, and whether it takes every
+ * event because it names none (a view lists the three either way). A replica that does not hold
+ * the write yet answers with these, not with a guess from the view.
+ */
+export interface EndpointStatus {
+  disabledBy: 'operator' | 'merchant' | null;
+  allEvents: boolean;
+}
+
+function statusOf(endpoint: Endpoint): EndpointStatus {
+  return { disabledBy: disabledByOf(endpoint), allEvents: endpoint.events === undefined };
 }
 
 function endpointOf(merchant: Merchant, endpointId: string): Endpoint {

@@ -1,5 +1,5 @@
 export { directoryNow, type MerchantDirectory, legacyEndpointId, matchingEndpoints, newEndpointId, receivesEvent, signingSecrets } from './directory.js';
-export { DISABLED_REASONS, type DisabledReason, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
+export { DISABLED_REASONS, type DisabledReason, disabledByOf, disabledByOperator, type Endpoint, ENDPOINT_ID, MAX_ENDPOINTS_PER_MERCHANT, MAX_PER_SECOND_LIMIT, type Merchant, WEBHOOK_SECRET, merchantsFileSchema } from './schema.js';
 export { isUnavailable, MerchantStoreUnavailableError, PgMerchantDirectory } from './pg-directory.js';
 export { IdempotencyKeyReusedError, VersionMismatchError } from './write.js';
 export { SecretBox, SecretsKeyError } from './secret-box.js';
@@ -12,4 +12,4 @@ export * from './settings-input.js';
 export { type EndpointTransition, type EndpointView, endpointViewOf, MerchantSettings, type MerchantView, type UrlPolicy, type WriteGuards, transitionsOf, viewOf, withStatus } from './settings.js';
 export { type EndpointRate, endpointRateOf, endpointRates, lowerEndpointRate, MIN_ADAPTIVE_RATE, raiseEndpointRate, withCurrentRate, withCurrentRates, withEndpointRates } from './endpoint-rate.js';
 export { openMerchants, readMerchantsFile } from './open.js';
-export { EndpointSettings, endpointViewsOf } from './endpoint-settings.js';
+export { EndpointSettings, type EndpointStatus, endpointViewsOf } from './endpoint-settings.js';

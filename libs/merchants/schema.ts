@@ -89,6 +89,11 @@ function flagRepeats<T, K extends keyof T & string>(ctx: z.RefinementCtx, list: 
 export type Merchant = z.output<typeof merchantSchema>;
 export type Endpoint = z.infer<typeof endpointSchema>;
 
+/** Who turned it off by hand (one written before disabledBy was: the operator); null while on, or off for failing. */
+export function disabledByOf(webhook: Endpoint): 'operator' | 'merchant' | null {
+  return !webhook.enabled && webhook.disabledReason === 'manual' ? (webhook.disabledBy ?? 'operator') : null;
+}
+
 /** Only the operator turns it on again. */
 export function disabledByOperator(webhook: Endpoint | undefined): boolean {
   return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Request, Router } from 'express';
 import { PublishUnconfirmedError } from '../../../libs/broker/index.js';
-import { EVENT_NAMES, type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
+import { type EventName, REFERENCE_FIELDS, sampleEvent } from '../../../libs/contracts/index.js';
 import {
   type Actor,
   directoryNow,
+  disabledByOf,
   type Endpoint,
   EndpointNotFoundError,
   EndpointSettings,
+  type EndpointStatus,
   type EndpointView,
   endpointInputSchema,
   endpointPatchSchema,
@@ -39,7 +41,7 @@ function portalEndpointOf(endpoint: Endpoint, now: Date) {
   return {
     ...view,
     disabledReason: endpoint.enabled ? null : (endpoint.disabledReason ?? 'manual'),
-    disabledBy: !endpoint.enabled && endpoint.disabledReason === 'manual' ? (endpoint.disabledBy ?? 'operator') : null,
+    disabledBy: disabledByOf(endpoint),
     events: view.events as EventName[],
     allEvents: endpoint.events === undefined,
     secretCreatedAt: endpoint.secretIssuedAt ?? null,
@@ -113,7 +115,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     const { found, written } = await settingsWrite(req, 'manage-endpoint', (settings, actor, merchantId) => settings.create(merchantId, bodyOf(endpointInputSchema, req), { by: 'merchant', actor }));
     deps.logger.info('endpoint added from the portal', { merchantId: found.merchantId, endpointId: written.view.id });
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
-    const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written.view, undefined));
+    const view = await shown(found.merchantId, written.view.id).catch(() => fromWritten(written, undefined));
     // The new secret is in this answer only: never stored by the page, never cached.
     res.status(201).json({ message: `endpoint ${written.view.id} added`, error: null, data: { ...view, secret: written.secret } });
   });
@@ -127,7 +129,7 @@ export function mountPortalEndpoints(app: Router, deps: ApiDeps, helpers: Portal
     deps.logger.info('endpoint changed from the portal', { merchantId: found.merchantId, endpointId, fields: Object.keys(patch) });
     const view = await shown(found.merchantId, endpointId).catch(() => undefined);
     // This replica may not hold the write yet (NOTIFY): the write's own view then.
-    res.json({ message: 'endpoint updated', error: null, data: view && sameAs(view, written.view) ? view : fromWritten(written.view, view) });
+    res.json({ message: 'endpoint updated', error: null, data: view && sameAs(view, written.view) ? view : fromWritten(written, view) });
   });
 
   mount(app, 'portalDeleteEndpoint', async (req, res, { params }) => {
@@ -174,13 +176,11 @@ function sameAs(view: PortalEndpoint, written: EndpointView): boolean {
   return view.url === written.url && view.enabled === written.enabled && JSON.stringify(view.events) === JSON.stringify(written.events) && view.maxPerSecond === written.maxPerSecond && view.orderByReference === written.orderByReference && view.description === written.description;
 }
 
-/** The write's own view in the portal's shape; what it does not say (who disabled, the secret's age) from the replica's copy. */
-function fromWritten(written: EndpointView, held: PortalEndpoint | undefined): PortalEndpoint {
-  return {
-    ...written,
-    disabledBy: written.enabled ? null : written.disabledReason === 'manual' ? 'merchant' : null,
-    events: written.events as EventName[],
-    allEvents: written.events.length === EVENT_NAMES.length,
-    secretCreatedAt: held?.secretCreatedAt ?? null,
-  };
+/**
+ * The write's own answer in the portal's shape: who disabled it and whether it takes every event from the
+ * written endpoint (never guessed from the view: an operator's disable is `manual` too); only the secret's
+ * age, which no endpoint write changes, from the replica's copy.
+ */
+export function fromWritten({ view, disabledBy, allEvents }: { view: EndpointView } & EndpointStatus, held: PortalEndpoint | undefined): PortalEndpoint {
+  return { ...view, disabledBy, events: view.events as EventName[], allEvents, secretCreatedAt: held?.secretCreatedAt ?? null };
 }
