@@ -72,12 +72,16 @@ SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, endpoint_id, NULL, NULL
 
 /**
  * A closing circuit's parked waits made due again, up to $1, a postponed one at once. Paced, so a dead
- * endpoint's million do not all go first: a batch only fills the room its last one (picked at the
- * row's probe_at) left. The row goes once none is left; nothing parks behind a closing row.
+ * endpoint's million do not all go first: a batch only fills the room its last ones (made due at the
+ * row's probe_at) left. While some of them are unpicked, the batch tops them up at that same time, so
+ * the count covers every row made due and not yet picked (a new time each batch counted the last
+ * batch alone, and rounds after a partial pick made them all due). The row goes once none is left;
+ * nothing parks behind a closing row.
  */
 export const UNPARK = `
 WITH c AS (
-  SELECT x.merchant_id, x.endpoint_id, $1 - d.unpicked AS room FROM wait_circuits x CROSS JOIN LATERAL (
+  SELECT x.merchant_id, x.endpoint_id, $1 - d.unpicked AS room, CASE WHEN d.unpicked > 0 THEN x.probe_at ELSE now() END AS stamp
+  FROM wait_circuits x CROSS JOIN LATERAL (
     -- A filter, not a condition of the scan: a dead merchant's million rows are not read.
     SELECT count(*) FILTER (WHERE w.merchant_id = x.merchant_id AND w.endpoint_id = x.endpoint_id) AS unpicked FROM webhook_waits w
     WHERE w.pick_at = x.probe_at AND w.pick_at <= now()
@@ -91,14 +95,14 @@ WITH c AS (
 ), unparked AS (
   UPDATE webhook_waits w SET parked = false,
     due_at = CASE WHEN w.reason = 'circuit-open' THEN LEAST(w.due_at, now()) ELSE w.due_at END,
-    pick_at = CASE WHEN w.reason = 'circuit-open' THEN now() ELSE GREATEST(w.due_at, now()) END
-  FROM batch b
+    pick_at = CASE WHEN w.reason = 'circuit-open' OR w.due_at <= now() THEN c.stamp ELSE w.due_at END
+  FROM batch b, c
   WHERE w.merchant_id = b.merchant_id AND w.webhook_id = b.webhook_id AND w.endpoint_id = b.endpoint_id
   RETURNING 1
 ), rest AS (
   SELECT EXISTS (SELECT 1 FROM webhook_waits w JOIN c USING (merchant_id, endpoint_id) WHERE w.parked AND w.webhook_id NOT IN (SELECT webhook_id FROM batch)) AS parked
 ), paced AS (
-  UPDATE wait_circuits x SET probe_at = now() FROM c, rest WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND rest.parked
+  UPDATE wait_circuits x SET probe_at = c.stamp FROM c, rest WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND rest.parked
 ), closed AS (
   DELETE FROM wait_circuits x USING c, rest WHERE x.merchant_id = c.merchant_id AND x.endpoint_id = c.endpoint_id AND NOT rest.parked
   RETURNING 1

@@ -165,6 +165,36 @@ describe("closing circuits' thousands of parked waits, due hours ago", () => {
   });
 });
 
+describe("a closing circuit's parked waits, whose batches are picked in part", () => {
+  it('has at most one batch of them due and unpicked at any time, however many rounds run between picks', async () => {
+    const database = await createTestDatabase('wait_circuit_partial');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    const dueUnpicked = async () => (await database.query<{ n: number }>(
+      "SELECT count(*)::integer AS n FROM webhook_waits WHERE merchant_id = 'm_dead' AND NOT parked AND pick_at <= now()"))[0]!.n;
+    try {
+      await database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers, parked, span_ends_at)
+         SELECT 'm_dead', 'evt_' || n, 'ep_dead', 1, now() - interval '3 hours' + n * interval '1 ms', now() + interval '1 day', 'retry', '{}'::jsonb, true, now() + interval '1 day'
+         FROM generate_series(1, 3000) n`,
+      );
+      await database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at, closing) VALUES ('m_dead', 'ep_dead', now(), true)");
+      const seen: number[] = [];
+      // A pick that takes part of a batch (others' waits came first, or the room in dispatch was short).
+      for (let pick = 1; pick <= 4; pick++) {
+        while (await store.unparkClosed(WAIT_UNPARK_BATCH)) seen.push(await dueUnpicked());
+        seen.push(await dueUnpicked());
+        await store.pick(Math.floor(WAIT_UNPARK_BATCH * 0.8), 60_000);
+      }
+      expect(Math.max(...seen)).toBe(WAIT_UNPARK_BATCH);
+      expect(await database.query("SELECT 1 FROM wait_circuits WHERE merchant_id = 'm_dead'")).toHaveLength(1);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  });
+});
+
 describe("an open circuit's probe time", () => {
   it('is set by the failure that opened it, or by a failed probe, never moved by a later failure that is not a probe', async () => {
     const database = await createTestDatabase('wait_circuit_once');
