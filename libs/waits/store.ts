@@ -139,10 +139,14 @@ WITH puts AS (
 SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($17::text[], $18::text[]) AS x(merchant_id, endpoint_id)
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
-/** Due rows, each with a new hand and a lease; one behind an open circuit parked, unless already (its span is over). */
+/**
+ * Due rows, each with a new hand and a lease; one behind an open circuit parked, unless already (its span
+ * is over). A row with no span yet (an ordered wait woken, never attempted) is handed back: its attempt's
+ * postponement parks it with the webhook's span, where parked at 'infinity' only a probe freed it.
+ */
 const PICK = `
 WITH due AS (
-  SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, 'infinity')) AS until FROM webhook_waits
+  SELECT merchant_id, webhook_id, endpoint_id, parked, GREATEST(due_at, COALESCE(span_ends_at, now())) AS until FROM webhook_waits
   WHERE pick_at <= now() AND ${among(3, 'wait')} ORDER BY pick_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ), open AS (
   SELECT merchant_id, endpoint_id FROM wait_circuits WHERE (merchant_id, endpoint_id) IN (SELECT merchant_id, endpoint_id FROM due WHERE NOT parked) AND NOT closing FOR SHARE

@@ -195,6 +195,27 @@ describe("a closing circuit's parked waits, whose batches are picked in part", (
   });
 });
 
+describe('an ordered wait woken behind an open circuit (a row with no span yet)', () => {
+  it('is handed back, for its attempt to postpone it with its span, not parked where only a probe frees it', async () => {
+    const database = await createTestDatabase('wait_circuit_no_span');
+    const db = openPostgres(database.url, { maxConnections: 2 });
+    const store = new WaitStore(db);
+    try {
+      await database.query("INSERT INTO wait_circuits (merchant_id, endpoint_id, probe_at) VALUES ('m_dead', 'ep_dead', now() + interval '1 hour')");
+      await database.query(
+        `INSERT INTO webhook_waits (merchant_id, webhook_id, endpoint_id, attempt, due_at, pick_at, reason, headers)
+         VALUES ('m_dead', 'evt_next', 'ep_dead', 0, now(), now(), 'ordered', '{}'::jsonb)`,
+      );
+      const { handed } = await store.pick(WAIT_PICK_BATCH, 60_000);
+      expect(handed.map((wait) => wait.webhookId)).toEqual(['evt_next']);
+      expect(await database.query("SELECT parked, pick_at < 'infinity' AS finite FROM webhook_waits")).toEqual([{ parked: false, finite: true }]);
+    } finally {
+      await db.close();
+      await database.drop();
+    }
+  });
+});
+
 describe("an open circuit's probe time", () => {
   it('is set by the failure that opened it, or by a failed probe, never moved by a later failure that is not a probe', async () => {
     const database = await createTestDatabase('wait_circuit_once');
