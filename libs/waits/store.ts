@@ -139,6 +139,11 @@ WITH puts AS (
 SELECT c.merchant_id, c.endpoint_id FROM wait_circuits c JOIN unnest($17::text[], $18::text[]) AS x(merchant_id, endpoint_id)
   ON c.merchant_id = x.merchant_id AND c.endpoint_id = x.endpoint_id WHERE NOT c.closing`;
 
+/** The circuit rows a batch opens, closes or puts waits behind, locked in one order. */
+const LOCK_CIRCUITS = `
+SELECT 1 FROM wait_circuits c JOIN unnest($1::text[], $2::text[]) AS x(merchant_id, endpoint_id) USING (merchant_id, endpoint_id)
+ORDER BY c.merchant_id, c.endpoint_id FOR NO KEY UPDATE OF c`;
+
 /**
  * Due rows, each with a new hand and a lease; one behind an open circuit parked, unless already (its span
  * is over). A row with no span yet (an ordered wait woken, never attempted) is handed back: its attempt's
@@ -251,7 +256,13 @@ export class WaitStore {
       ends.map((e) => e.hand),
       ...keyParams('circuit', [...closing.values()]),
     ];
+    // A batch that opens or closes circuits locks every circuit row it touches first, in one order: two
+    // batches each holding a row FOR SHARE (WRITE), then updating it (the opening's upsert, the close), deadlocked.
+    const locks = closing.size > 0 || p.some((w) => w.circuitMs !== undefined)
+      ? [...new Map([...p, ...closing.values()].map((k) => [keyOf({ merchantId: k.merchantId, endpointId: k.endpointId }), { merchantId: k.merchantId, endpointId: k.endpointId ?? '' }])).values()]
+      : [];
     await inIdentifiedTransaction(this.db, async (tx) => {
+      if (locks.length > 0) await tx.query(LOCK_CIRCUITS, keyParams('circuit', locks));
       const { rows } = await tx.query<{ merchant_id: string; endpoint_id: string }>(WRITE, params);
       const circuits = rows.map((row) => ({ merchantId: row.merchant_id, endpointId: row.endpoint_id }));
       if (circuits.length > 0) await closeIn(tx, circuits, (c) => closing.get(keyOf(c))?.answered === true);
