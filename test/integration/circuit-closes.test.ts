@@ -111,7 +111,7 @@ describe('two dispatchers whose breakers opened on a dead endpoint, one with a l
       const delivered = () => new Set(endpoint.requests.filter((r) => r.at >= from).map((r) => String(r.headers['webhook-id'])).filter((id) => ids.includes(id))).size;
       await waitFor('every parked webhook delivered', () => delivered() === 40, 30_000, 50).catch(async (err: Error) => {
         const circuits = await harness.database.query('SELECT probe_at, closing FROM wait_circuits');
-        throw new Error(`${err.message}: ${delivered()} of 40 after ${Date.now() - from} ms; circuits ${JSON.stringify(circuits)}; second's breaker open until ${second.guards.openUntil(url) - Date.now()} ms from now`);
+        throw new Error(`${err.message}: ${delivered()} of 40 after ${Date.now() - from} ms; circuits ${JSON.stringify(circuits)}; second's breaker open until ${second.guards.openUntil(url) - performance.now()} ms from now`);
       });
       const tookMs = Date.now() - from;
       publishing = false;

@@ -163,7 +163,7 @@ describe('waits of a merchant whose circuit is open', () => {
       await harness.scheduler.stop();
       mode = 'revived';
       const openUntil = harness.dispatcher.guards.openUntil(url);
-      await waitFor('the breaker past its probe time', () => Date.now() > openUntil + 50, 15_000, 50);
+      await waitFor('the breaker past its probe time', () => performance.now() > openUntil + 50, 15_000, 50);
       const sent = endpoint.requests.length;
       const postponed = harness.dispatcher.stats.circuitOpen;
       ids.push((await harness.publisher.publish(sampleEvent('payout', merchant.id))).messageId);

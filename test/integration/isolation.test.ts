@@ -114,10 +114,11 @@ describe('slow and failing merchants', () => {
       // row closed with nothing to probe with); it fails and the circuit opens again, for twice as long.
       const reopensAt = harness.dispatcher.guards.openUntil(endpoint);
       expect(reopensAt).toBeGreaterThan(0);
-      await waitFor('cooldown over', () => Date.now() > reopensAt, 5_000);
+      // The breaker's times are on the monotonic clock.
+      await waitFor('cooldown over', () => performance.now() > reopensAt, 5_000);
       // The probe's failure opens the row again: its wait is picked only once the breaker heard (as above).
       scheduling = undefined;
-      const probedFrom = Date.now();
+      const probedFrom = performance.now();
       await harness.publisher.publish(sampleEvent('payout', merchant.id));
       await waitFor('the circuit open again, its cooldown doubled', () => scheduling !== undefined && harness.dispatcher.guards.openUntil(endpoint) > probedFrom + 2_000, 5_000, 20);
       await scheduling;

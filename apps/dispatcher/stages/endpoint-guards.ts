@@ -275,7 +275,7 @@ export class EndpointGuards {
     }
   }
 
-  /** The row's probe time while the endpoint's circuit is open; 0 when closed. */
+  /** The row's probe time while the endpoint's circuit is open, on this guard's clock (performance.now() unless given); 0 when closed. */
   openUntil(endpoint: string): number {
     return this.endpoints.get(endpoint)?.openUntil ?? 0;
   }
