@@ -66,6 +66,8 @@ export class Throttle {
   private readonly taking = new Map<string, { inFlight: number; turns: Array<() => void> }>();
   /** Deliveries waiting for their place in each endpoint's queue: taken together, one statement a batch. */
   private readonly placing = new Map<string, Array<{ notBeforeMs: number; resolve: (placeAt: number | undefined) => void }>>();
+  /** Per endpoint, while its queue is being stretched: the rate the next stretch goes to. */
+  private readonly stretching = new Map<string, { to: number }>();
   private readonly now: () => number;
   private takes = 0;
   private adoptedAt = -Infinity;
@@ -191,14 +193,36 @@ export class Throttle {
     );
   }
 
-  /** The endpoint's adaptive rate changed (undefined: none): its queue, laid out at the old rate, is stretched to the new one. */
+  /**
+   * The endpoint's adaptive rate changed (undefined: none): its queue, laid out at the old rate, is
+   * stretched to the new one. One stretch at a time per endpoint, the changes meanwhile folded into
+   * the next (the latest rate wins): each is an UPDATE of the whole queue, and one a second (the
+   * raises) queued on the rows' locks held the waits' connections.
+   */
   private restretch(key: string, webhook: Endpoint, before: number | undefined, after: number | undefined): void {
-    const from = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
     const to = Math.min(webhook.maxPerSecond ?? Infinity, after ?? Infinity);
+    const running = this.stretching.get(key);
+    if (running) {
+      running.to = to;
+      return;
+    }
+    const line = { to };
+    this.stretching.set(key, line);
     const { merchantId, endpointId } = endpointOfKey(key);
-    respaceThrottled(this.db, merchantId, endpointId, from, to).catch((err: unknown) =>
-      this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err),
-    );
+    void (async () => {
+      let laidAt = Math.min(webhook.maxPerSecond ?? Infinity, before ?? Infinity);
+      while (laidAt !== line.to) {
+        const target = line.to;
+        try {
+          await respaceThrottled(this.db, merchantId, endpointId, laidAt, target);
+          laidAt = target;
+        } catch (err) {
+          this.problem("endpoint's queue not stretched to its new rate: PostgreSQL did not answer", err);
+          break;
+        }
+      }
+      this.stretching.delete(key);
+    })();
   }
 
   /** A turn to take a slot of the endpoint's row; the function returned gives it to the next waiting. */

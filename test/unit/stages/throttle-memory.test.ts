@@ -22,3 +22,36 @@ describe('the throttle past REMEMBERED_ENDPOINTS endpoints', () => {
     expect((await throttle.admit('m_1', webhook('ep_0'), () => false)).kind).toBe('go');
   });
 });
+
+describe("an endpoint's queue stretched at each change of its adaptive rate", () => {
+  it('is stretched by one UPDATE at a time, the changes meanwhile folded into the next (the latest rate wins)', async () => {
+    const factors: number[] = [];
+    let inFlight = 0;
+    let most = 0;
+    const held: Array<() => void> = [];
+    const db = {
+      query: async (text: string, params: unknown[]) => {
+        if (!text.includes('UPDATE webhook_waits')) return { rows: [] };
+        factors.push(params[2] as number);
+        most = Math.max(most, ++inFlight);
+        await new Promise<void>((resolve) => held.push(resolve));
+        inFlight--;
+        return { rows: [] };
+      },
+    } as unknown as Queryable;
+    const throttle = new Throttle(db, silentLogger(), { now: () => 0 });
+    const restretch = (before: number, after: number) =>
+      (throttle as unknown as { restretch(key: string, webhook: Endpoint, before: number, after: number): void }).restretch('m_1\u001fep_1', { id: 'ep_1' } as Endpoint, before, after);
+    restretch(8, 4);
+    restretch(4, 2);
+    restretch(2, 1);
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    for (let i = 0; i < 10 && (held.length > 0 || factors.length < 2); i++) {
+      await turn();
+      held.shift()?.();
+    }
+    await turn();
+    // 8/s to 4/s, then 4/s to 1/s at once: the queue ends laid out at the latest rate.
+    expect({ factors, most }).toEqual({ factors: [2, 4], most: 1 });
+  });
+});
