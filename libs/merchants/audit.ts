@@ -27,7 +27,8 @@ export function auditChanges(before: Merchant | undefined, after: Merchant): Cha
       note(field, from && { url: from.url }, to && { url: to.url });
       continue;
     }
-    for (const key of ['url', 'description', 'enabled', 'events', 'disabledReason', 'maxPerSecond', 'orderByReference'] as const) {
+    // disabledBy too: an operator taking over the merchant's own disable changes who may turn it on again.
+    for (const key of ['url', 'description', 'enabled', 'events', 'disabledReason', 'disabledBy', 'maxPerSecond', 'orderByReference'] as const) {
       note(`${field}.${key}`, from[key], to[key]);
     }
     if (from.secret !== to.secret) changes[`${field}.secret`] = 'rotated';

@@ -94,6 +94,17 @@ describe('the audit trail', () => {
     expect(cli.stdout).not.toContain('whsec_');
   });
 
+  it("records an operator taking over the merchant's own disable, which ends the merchant's sessions and its say over the endpoint", async () => {
+    await stack.putMerchant('m_takeover', `${receiver.url}/takeover`);
+    const b = await stack.open('m_takeover', { permissions: ['manage-endpoint'] });
+    expect((await stack.write(b, 'PATCH', stack.endpoint('m_takeover'), { enabled: false })).status).toBe(200);
+    expect((await stack.admin(api, 'PATCH', adminEndpoint('m_takeover'), { enabled: false })).status).toBe(200);
+    const [last] = (await trailOf('m_takeover')).reverse();
+    const ep = `endpoints.${stack.dispatcher.merchants.byId('m_takeover')!.endpoints[0]!.id}`;
+    expect(last).toMatchObject({ action: 'endpoint.updated', changes: { [`${ep}.disabledBy`]: { from: 'merchant', to: 'operator' } } });
+    expect(last!.actor).toMatch(/^admin:/);
+  });
+
   it('records a used link presented again, which ends the sessions it opened', async () => {
     await stack.putMerchant('m_reused', `${receiver.url}/reused`);
     const url = await stack.link('m_reused', { permissions: [] });
