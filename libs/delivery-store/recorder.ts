@@ -377,8 +377,9 @@ export class DeliveryLogRecorder {
   private async expire(session: Session): Promise<void> {
     const upkeep = withLockWait(session, UPKEEP_LOCK_WAIT);
     try {
-      await ensureDaysAhead(upkeep, 'delivery_records');
-      const dropped = await dropExpiredPartitions(upkeep, this.options.retentionMs);
+      // By PostgreSQL's clock, as the partitions are made: never this host's.
+      const now = await ensureDaysAhead(upkeep, 'delivery_records');
+      const dropped = await dropExpiredPartitions(upkeep, this.options.retentionMs, new Date(now));
       if (dropped.length > 0) this.logger.info('delivery log partitions dropped', { dropped });
     } catch (err) {
       // A delete past the statement timeout too: the lead must not wait for a pile's upkeep to finish.

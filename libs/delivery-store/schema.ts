@@ -61,9 +61,14 @@ export async function ensureDaysAhead(db: Queryable, table: PartitionedTable): P
   return now;
 }
 
-/** Drops the records' day partitions and the webhooks whose last record is past retention (in slices: no long lock); returns the partitions dropped. */
-export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now = new Date()): Promise<string[]> {
-  const cutoff = now.getTime() - retentionMs;
+/**
+ * Drops the records' day partitions and the webhooks whose last record is past retention (in slices:
+ * no long lock); returns the partitions dropped. `now` is PostgreSQL's unless given: a leader whose
+ * clock ran ahead dropped a day of records and failures still inside retention.
+ */
+export async function dropExpiredPartitions(db: Queryable, retentionMs: number, now?: Date): Promise<string[]> {
+  const at = now ?? new Date((await db.query<{ now: Date }>('SELECT now() AS now')).rows[0]!.now);
+  const cutoff = at.getTime() - retentionMs;
   const dropped = await dropPartitionsEndedBy(db, 'delivery_records', cutoff);
   const before = new Date(cutoff).toISOString();
   // By the webhook's last record, not each delivery's, and all of a webhook's deliveries in one
