@@ -1,4 +1,4 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { type LookupAddress, promises as dns } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { NamedError } from '../runtime/named-error.js';
 
@@ -64,17 +64,54 @@ export class BlockedAddressError extends NamedError {
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
-/** A dns.lookup that refuses blocked addresses at connect time (no DNS rebinding). */
+/**
+ * Names asked of the name servers in resolv.conf by c-ares, off libuv's thread pool: getaddrinfo ran
+ * there, two lookups at a time for the whole process, so one merchant's silent DNS (10 s a lookup)
+ * queued every other merchant's new connections behind its own. Not /etc/hosts: a webhook's host is
+ * a public name (development, with private targets allowed, keeps Node's lookup).
+ */
+const resolver = new dns.Resolver({ timeout: 2_000, tries: 2 });
+/** One question per name at a time: a merchant's many connections to a silent name wait on one. */
+const asking = new Map<string, Promise<LookupAddress[]>>();
+
+function addressesOf(hostname: string): Promise<LookupAddress[]> {
+  // RFC 6761: never asked of the name servers.
+  if (hostname === 'localhost' || hostname.endsWith('.localhost')) return Promise.resolve([{ address: '127.0.0.1', family: 4 }]);
+  let answer = asking.get(hostname);
+  if (!answer) {
+    answer = Promise.allSettled([resolver.resolve4(hostname), resolver.resolve6(hostname)])
+      .then(([v4, v6]) => {
+        const found = [
+          ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+          ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+        ];
+        if (found.length > 0) return found;
+        // No address of either family: the telling error (a name without IPv6 only says ENODATA there).
+        const errors = [v4, v6].flatMap((r) => (r.status === 'rejected' ? [r.reason as NodeJS.ErrnoException] : []));
+        throw errors.find((err) => err.code !== 'ENODATA') ?? errors[0] ?? Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' });
+      })
+      .finally(() => asking.delete(hostname));
+    asking.set(hostname, answer);
+  }
+  return answer;
+}
+
+/** A lookup that refuses blocked addresses at connect time (no DNS rebinding). */
 export function guardedLookup(hostname: string, options: object, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, []);
-    const list = addresses as LookupAddress[];
-    const bad = list.find((a) => isBlockedAddress(a.address));
-    if (bad) return callback(new BlockedAddressError(hostname, bad.address) as unknown as NodeJS.ErrnoException, []);
-    if ((options as { all?: boolean }).all) return callback(null, list);
-    const first = list[0]!;
-    return callback(null, first.address, first.family);
-  });
+  const { family, all } = options as { family?: number | string; all?: boolean };
+  const wanted = family === 4 || family === 'IPv4' ? 4 : family === 6 || family === 'IPv6' ? 6 : 0;
+  addressesOf(hostname).then(
+    (addresses) => {
+      const list = wanted === 0 ? addresses : addresses.filter((a) => a.family === wanted);
+      if (list.length === 0) return callback(Object.assign(new Error(`${hostname} has no IPv${wanted} address`), { code: 'ENOTFOUND' }), []);
+      const bad = list.find((a) => isBlockedAddress(a.address));
+      if (bad) return callback(new BlockedAddressError(hostname, bad.address) as unknown as NodeJS.ErrnoException, []);
+      if (all) return callback(null, list);
+      const first = list[0]!;
+      return callback(null, first.address, first.family);
+    },
+    (err: NodeJS.ErrnoException) => callback(err, []),
+  );
 }
 
 /** A URL's hostname when it is an IP literal, which never goes through DNS lookup. */

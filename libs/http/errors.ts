@@ -51,7 +51,8 @@ export class WebhookBlockedError extends DeliveryFailedError {
   }
 }
 
-const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA', 'ENODATA', 'ESERVFAIL', 'ENOTIMP', 'EREFUSED']);
+// getaddrinfo's, and c-ares' (the guarded lookup: ETIMEOUT, not ETIMEDOUT, is its name servers' silence).
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA', 'ENODATA', 'ESERVFAIL', 'ENOTIMP', 'EREFUSED', 'ETIMEOUT', 'EBADRESP', 'EFORMERR', 'EBADNAME', 'ECANCELLED']);
 const TLS_CODES = new Set(['EPROTO', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_REVOKED', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH']);
 
 export function networkErrorClass(code: string): AttemptErrorClass {
