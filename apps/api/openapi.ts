@@ -31,15 +31,27 @@ const BEFORE_ROUTING: Record<string, { code: string; description: string }> = {
 };
 const ANSWERED_WHILE_STARTING = new Set(['health', 'ready']);
 
+const header = (description: string, schema: Json = { type: 'string' }) => ({ description, schema });
+/** Response headers a client acts on: the ETag for If-Match, a replay's mark, when to try again, how to authenticate. */
+const ETAG = header('The merchant\'s version, quoted (e.g. "7"): send it back as If-Match to change nothing someone changed since');
+const REPLAYED = header('true on the first answer given again for a repeated Idempotency-Key', { type: 'string', enum: ['true'] });
+const RETRY_AFTER = header('Seconds to wait before trying again, where the answer knows (a limit, a resend under way, the API starting)', { type: 'string', pattern: '^[0-9]+$' });
+const WWW_AUTHENTICATE = header('Bearer: the credentials the route wants');
+
 function operation(route: RouteDeclaration): Json {
   const admin = route.path.startsWith('/admin/');
   const merchant = route.path.startsWith('/nucleus/');
   const security = route.security ?? (admin ? ADMIN_AUTH : merchant ? MERCHANT_AUTH : undefined);
   const responses: Json = {};
+  const replayable = route.input?.headers?.some((h) => (h as { name?: string }).name === 'Idempotency-Key') === true;
+  const successHeaders = { ...(route.versioned ? { ETag: ETAG } : {}), ...(replayable ? { 'Idempotent-Replayed': REPLAYED } : {}) };
+  // A 401 of the routes' own authentication names its scheme; the portal's session answers do not.
+  const errorHeaders: Record<string, Json> = { '429': { 'Retry-After': RETRY_AFTER }, '503': { 'Retry-After': RETRY_AFTER }, ...(security ? { '401': { 'WWW-Authenticate': WWW_AUTHENTICATE } } : {}) };
   for (const [status, out] of Object.entries(route.output)) {
+    const headers = status.startsWith('2') && Object.keys(successHeaders).length > 0 ? { headers: successHeaders } : {};
     responses[status] = out.mediaType
-      ? { description: out.description, content: { [out.mediaType]: { schema: { type: 'string' } } } }
-      : { description: out.description, content: { 'application/json': { schema: jsonSchema(out.schema!, 'output') } } };
+      ? { description: out.description, ...headers, content: { [out.mediaType]: { schema: { type: 'string' } } } }
+      : { description: out.description, ...headers, content: { 'application/json': { schema: jsonSchema(out.schema!, 'output') } } };
   }
   const errors: Record<string, string> = { ...route.errors };
   for (const [status, before] of Object.entries(BEFORE_ROUTING)) {
@@ -48,7 +60,7 @@ function operation(route: RouteDeclaration): Json {
     errors[status] = own === undefined ? before.description : own.includes(before.code) ? own : `${own}; ${before.description}`;
   }
   for (const [status, description] of Object.entries(errors)) {
-    responses[status] = { description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
+    responses[status] = { description, ...(errorHeaders[status] ? { headers: errorHeaders[status] } : {}), content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
   }
   const input = route.input;
   const params = [...parameters('path', input?.params), ...parameters('query', input?.query), ...(input?.headers ?? [])];

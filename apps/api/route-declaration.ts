@@ -24,6 +24,8 @@ export interface RouteDeclaration {
   output: Record<string, { description: string; schema?: z.ZodType; mediaType?: string }>;
   /** Error answers by status, in the envelope; the description names the codes (none: only what any request may get). */
   errors?: Record<string, string>;
+  /** Its successful answers carry the merchant's version as their ETag (the admin API's merchant and endpoint routes). */
+  versioned?: true;
 }
 
 /** Who may call a route (OpenAPI security requirements): a merchant, the platform's operator. */

@@ -48,14 +48,14 @@ const ONE_ENDPOINT_ERRORS = { ...ADMIN_ERRORS, '400': BAD_ENDPOINT_ID, '404': NO
 /** A merchant's endpoints, one at a time: each write is a write of the merchant (its ETag, If-Match, Idempotency-Key, audit). */
 const ENDPOINT_ROUTES = [
   {
-    operationId: 'listEndpoints', method: 'get', path: BASE,
+    operationId: 'listEndpoints', versioned: true, method: 'get', path: BASE,
     summary: "A merchant's endpoints (never a secret)",
     input: { params: merchantIdParams },
     output: { '200': { description: 'The endpoints', schema: envelope(z.strictObject({ endpoints: z.array(endpointView) })) } },
     errors: { ...ADMIN_ERRORS, '404': 'merchant_not_found' },
   },
   {
-    operationId: 'createEndpoint', method: 'post', path: BASE,
+    operationId: 'createEndpoint', versioned: true, method: 'post', path: BASE,
     summary: 'Add an endpoint to a merchant',
     description:
       'The endpoint gets an id (ep_…) and a new whsec_ secret, returned in this answer only (and to a repeat of its ' +
@@ -73,14 +73,14 @@ const ENDPOINT_ROUTES = [
     },
   },
   {
-    operationId: 'getEndpoint', method: 'get', path: `${BASE}/{endpointId}`,
+    operationId: 'getEndpoint', versioned: true, method: 'get', path: `${BASE}/{endpointId}`,
     summary: 'One endpoint (never its secret)',
     input: { params: endpointParams },
     output: { '200': { description: 'The endpoint', schema: envelope(endpointView) } },
     errors: ONE_ENDPOINT_ERRORS,
   },
   {
-    operationId: 'patchEndpoint', method: 'patch', path: `${BASE}/{endpointId}`,
+    operationId: 'patchEndpoint', versioned: true, method: 'patch', path: `${BASE}/{endpointId}`,
     summary: 'Change only what the body names of one endpoint',
     description:
       'A JSON merge patch (RFC 7396): {"enabled":false} disables this endpoint alone and keeps its URL, events and ' +
@@ -90,14 +90,14 @@ const ENDPOINT_ROUTES = [
     errors: { ...ONE_ENDPOINT_ERRORS, '409': URL_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'deleteEndpoint', method: 'delete', path: `${BASE}/{endpointId}`,
+    operationId: 'deleteEndpoint', versioned: true, method: 'delete', path: `${BASE}/{endpointId}`,
     summary: 'Remove one endpoint: nothing more is sent to it',
     input: { params: endpointParams, headers: GUARDED_WRITE_HEADERS },
     output: { '200': { description: 'Removed', schema: envelope(z.strictObject({ deleted: z.string() })) } },
     errors: { ...ONE_ENDPOINT_ERRORS, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'rotateEndpointSecret', method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
+    operationId: 'rotateEndpointSecret', versioned: true, method: 'post', path: `${BASE}/{endpointId}/secret/rotate`,
     summary: "Rotate one endpoint's secret; the merchant's other endpoints keep theirs",
     description:
       'Returns the new secret (this once, and again to a repeat of its Idempotency-Key). The secret it replaces keeps ' +
@@ -162,7 +162,7 @@ export const ROUTES = [
   ...PORTAL_ROUTES,
   ...ENDPOINT_ROUTES,
   {
-    operationId: 'getMerchant', method: 'get', path: '/admin/merchants/{merchantId}',
+    operationId: 'getMerchant', versioned: true, method: 'get', path: '/admin/merchants/{merchantId}',
     summary: "A merchant: its public key and its endpoints (never a secret)",
     input: { params: merchantIdParams },
     output: { '200': merchantAnswer("The merchant's settings") },
@@ -184,7 +184,7 @@ export const ROUTES = [
     },
   },
   {
-    operationId: 'putMerchant', method: 'put', path: '/admin/merchants/{merchantId}',
+    operationId: 'putMerchant', versioned: true, method: 'put', path: '/admin/merchants/{merchantId}',
     summary: "Create a merchant or replace its settings",
     description:
       'Creates the merchant or replaces its public key (unique among merchants). Its endpoints are kept: add, change, ' +
@@ -195,7 +195,7 @@ export const ROUTES = [
     errors: { ...ADMIN_ERRORS, '409': PUBLIC_KEY_TAKEN, ...IDEMPOTENCY_ERRORS },
   },
   {
-    operationId: 'patchMerchant', method: 'patch', path: '/admin/merchants/{merchantId}',
+    operationId: 'patchMerchant', versioned: true, method: 'patch', path: '/admin/merchants/{merchantId}',
     summary: 'Change only the settings the body names',
     description:
       'A JSON merge patch (RFC 7396) of the merchant\'s own settings: fields left out stay as they are. Endpoints are ' +

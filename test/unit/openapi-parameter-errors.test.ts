@@ -53,3 +53,36 @@ describe('the API reference names the 400 a bad parameter gets', () => {
     expect(missing).toEqual([]);
   });
 });
+
+/**
+ * The headers a client acts on are in the document, so a client generated from it can read them: the
+ * ETag it sends back as If-Match, a replay's mark, Retry-After, and how to authenticate.
+ */
+describe('the API reference declares the answers headers', () => {
+  type Responses = Record<string, { headers?: Record<string, unknown> }>;
+  const responsesOf = (path: string, method: string) => (openApiDocument.paths as unknown as Record<string, Record<string, { responses: Responses }>>)[path]![method]!.responses;
+
+  it('an ETag on every answer of a merchant or an endpoint, Idempotent-Replayed on their writes', () => {
+    expect(Object.keys(responsesOf('/admin/merchants/{merchantId}', 'get')['200']!.headers ?? {})).toEqual(['ETag']);
+    expect(Object.keys(responsesOf('/admin/merchants/{merchantId}', 'put')['201']!.headers ?? {})).toEqual(['ETag', 'Idempotent-Replayed']);
+    expect(Object.keys(responsesOf('/admin/merchants/{merchantId}/endpoints/{endpointId}', 'patch')['200']!.headers ?? {})).toEqual(['ETag', 'Idempotent-Replayed']);
+    // The audit trail answers no version.
+    expect(responsesOf('/admin/merchants/{merchantId}/audit', 'get')['200']!.headers).toBeUndefined();
+  });
+
+  it('Retry-After on every error answer 429 and 503, WWW-Authenticate on the 401 of every route that authenticates', () => {
+    type Operation = { security?: unknown[]; responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema?: { $ref?: string } }> }> };
+    let checked = 0;
+    for (const [path, methods] of Object.entries(openApiDocument.paths as unknown as Record<string, Record<string, Operation>>)) {
+      for (const [method, { security, responses }] of Object.entries(methods)) {
+        for (const [status, name] of [['429', 'Retry-After'], ['503', 'Retry-After'], ['401', 'WWW-Authenticate']] as const) {
+          const answer = responses[status];
+          if (!answer?.content?.['application/json']?.schema?.$ref?.endsWith('ErrorEnvelope') || (status === '401' && !security)) continue;
+          expect([path, method, status, Object.keys(answer.headers ?? {})]).toEqual([path, method, status, [name]]);
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
+  });
+});
