@@ -108,7 +108,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const broker: BrokerConnection = connected.value;
   const names = topologyNames(config.TOPOLOGY_PREFIX);
   const responseBodyBytes = config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0;
-  const http = createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS, responseBodyBytes });
+  const http = createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS, responseBodyBytes, connectTimeoutMs: config.DELIVERY_TIMEOUT_MS });
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
   // whatever the server's default, since a written wait is acked at once.
   const waitsDatabase = !options.database && config.DATABASE_URL

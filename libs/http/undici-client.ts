@@ -14,16 +14,26 @@ export interface UndiciClientOptions {
   responseBodyBytes?: number;
   /** Connections per origin at most (a test's); none by default: the dispatcher's guards bound the requests in flight. */
   connectionsPerOrigin?: number;
+  /** How long a connection may take to open (TCP and TLS): the attempt's deadline (DELIVERY_TIMEOUT_MS); undici's 10 s when not given. */
+  connectTimeoutMs?: number;
+  /** How long an idle connection is kept, whatever the merchant's Keep-Alive hint asks (IDLE_CONNECTION_MS). */
+  idleMs?: number;
 }
 
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/** How long an idle connection to a merchant is kept by default, whatever its Keep-Alive hint asks. */
+export const IDLE_CONNECTION_MS = 30_000;
 
 /** undici, with no redirects, a deadline on the whole attempt, the body drained up to a cap, one retry (mayRetry). */
 export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHttpClient {
   const guard = options.allowPrivateTargets !== true;
   const keepBytes = Math.min(options.responseBodyBytes ?? 0, MAX_RESPONSE_BYTES);
-  const connect = guard ? { lookup: guardedLookup as never } : {};
-  const agent = new Agent({ connections: options.connectionsPerOrigin, keepAliveTimeout: 30_000, connect });
+  // Opening a connection is bounded by the attempt's deadline: at undici's 10 s a slower DELIVERY_TIMEOUT_MS
+  // was cut short, and a shorter one left the socket opening after its attempt gave up.
+  const connect = { ...(guard ? { lookup: guardedLookup as never } : {}), ...(options.connectTimeoutMs ? { timeout: options.connectTimeoutMs } : {}) };
+  // The merchant's Keep-Alive hint is honoured up to the same cap: `timeout=600` held its sockets ten minutes.
+  const idleMs = options.idleMs ?? IDLE_CONNECTION_MS;
+  const agent = new Agent({ connections: options.connectionsPerOrigin, keepAliveTimeout: idleMs, keepAliveMaxTimeout: idleMs, connect });
   const deadlines = new Deadlines();
   const targets = new BoundedMap<string, Target>(10_000);
   const retries = new Set<Client>();
@@ -42,7 +52,7 @@ export function createUndiciClient(options: UndiciClientOptions = {}): WebhookHt
         const request: Dispatcher.DispatchOptions = { origin: target.origin, path: target.path, method: 'POST', body: req.body, headers: req.headers, headersTimeout: req.timeoutMs, bodyTimeout: req.timeoutMs };
         // A connection of its own: another kept-alive one may be the next the merchant closes.
         const retry = (attempt: Attempt) => {
-          const client = new Client(target.origin, { connect });
+          const client = new Client(target.origin, { connect, keepAliveTimeout: idleMs, keepAliveMaxTimeout: idleMs });
           retries.add(client);
           client.dispatch({ ...request, reset: true }, attempt);
           void client.close().finally(() => retries.delete(client));

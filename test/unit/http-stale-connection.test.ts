@@ -1,7 +1,8 @@
 import { once } from 'node:events';
-import net from 'node:net';
+import http from 'node:http';
+import net, { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { createUndiciClient, WebhookNetworkError } from '../../libs/http/index.js';
+import { createUndiciClient, WebhookNetworkError, WebhookTimeoutError } from '../../libs/http/index.js';
 
 /** What the merchant does with request `n` (0-based) of connection `c` (0-based). */
 type Move = 'answer' | 'reset-unread' | 'reset-after-head-byte';
@@ -114,5 +115,54 @@ describe('the undici client and a kept-alive connection reset under a request', 
     const err = await post().then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(WebhookNetworkError);
     expect({ connections: m.connections, read: m.read }).toEqual({ connections: 1, read: 2 });
+  });
+});
+
+/** What a merchant's server can make the dispatcher hold open: neither an idle connection past the cap, nor one still opening past the attempt. */
+describe("connections a merchant's server would keep", () => {
+  const closedWithin = async (closed: Promise<unknown>, ms: number) =>
+    Promise.race([closed.then(() => 'closed'), new Promise((resolve) => setTimeout(() => resolve('still open'), ms))]);
+
+  it("keeps an idle connection no longer than the cap, whatever the server's Keep-Alive hint", async () => {
+    let socketClosed: Promise<unknown> = new Promise(() => {});
+    const server = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(204, { 'keep-alive': 'timeout=600' }).end();
+    });
+    server.on('connection', (socket) => (socketClosed = once(socket, 'close')));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const client = createUndiciClient({ allowPrivateTargets: true, idleMs: 300 });
+    try {
+      const { port } = server.address() as AddressInfo;
+      expect((await client.post({ url: `http://127.0.0.1:${port}/`, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 2_000 })).status).toBe(204);
+      expect(await closedWithin(socketClosed, 3_000)).toBe('closed');
+    } finally {
+      client.close();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('gives up a connection whose TLS never completes at the attempt deadline, not undici\'s 10 s', async () => {
+    let socketClosed: Promise<unknown> = new Promise(() => {});
+    // Accepts, then says nothing: a TLS handshake that never ends.
+    const server = createServer((socket) => {
+      socket.on('error', () => {});
+      // Read (the ClientHello), so that the client's close is seen.
+      socket.resume();
+      socketClosed = once(socket, 'close');
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const client = createUndiciClient({ allowPrivateTargets: true, connectTimeoutMs: 500 });
+    try {
+      const { port } = server.address() as AddressInfo;
+      await expect(client.post({ url: `https://127.0.0.1:${port}/`, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 500 })).rejects.toBeInstanceOf(WebhookTimeoutError);
+      expect(await closedWithin(socketClosed, 3_000)).toBe('closed');
+    } finally {
+      client.close();
+      server.close();
+    }
   });
 });
