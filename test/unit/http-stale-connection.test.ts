@@ -166,3 +166,32 @@ describe("connections a merchant's server would keep", () => {
     }
   });
 });
+
+/** docs/receiving.md: an unasked-for 100 Continue is a broken answer; other 1xx answers are passed over. */
+describe('informational answers before the final one', () => {
+  const answering = async (informational: string) => {
+    const server = createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => socket.write(`${informational}HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n`));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const client = createUndiciClient({ allowPrivateTargets: true });
+    try {
+      const { port } = server.address() as AddressInfo;
+      return await client.post({ url: `http://127.0.0.1:${port}/`, headers: { 'content-type': 'application/json' }, body: '{}', timeoutMs: 2_000 }).then(
+        (answer) => answer.status,
+        (err: { errorClass?: string }) => err.errorClass,
+      );
+    } finally {
+      client.close();
+      server.close();
+    }
+  };
+
+  it('passes over 102 and 103, and takes an unasked-for 100 as a network error', async () => {
+    expect(await answering('HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n')).toBe(204);
+    expect(await answering('HTTP/1.1 102 Processing\r\n\r\n')).toBe(204);
+    expect(await answering('HTTP/1.1 100 Continue\r\n\r\n')).toBe('network_error');
+  });
+});
