@@ -200,7 +200,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   waitMetrics(registry, () => waitStore.census(WAIT_OVERDUE_AFTER_MS));
   const unreadable = () => opened.merchants.unreadable.length;
   gaugeFrom(registry, METRIC_NAMES.merchantsUnreadable, 'Merchants whose newest row this program cannot open (a key it lacks): served at their last readable version', unreadable);
-  awaiting(() => (!broker.isConnected ? 'RabbitMQ' : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
+  awaiting(() => (!broker.isConnected ? 'RabbitMQ' : broker.blocked ? `RabbitMQ, which blocks this connection (${broker.blocked})` : unreadable() > 0 ? `SECRETS_KEY_PREVIOUS: ${unreadable()} merchant row(s) sealed with a key this program lacks` : undefined));
 
   let stopping: Promise<void> | undefined;
   return {

@@ -28,6 +28,8 @@ export interface BrokerConnectionOptions {
 /** One AMQP connection that reconnects by itself and rebuilds its topology, channels and consumers each time. */
 export class BrokerConnection extends EventEmitter {
   private current?: ChannelModel;
+  /** Connections RabbitMQ blocks now, and why (a WeakMap: a closed one goes with its model). */
+  private readonly blockedBy = new WeakMap<ChannelModel, string>();
   private publishing?: Publishing;
   private readonly consumers = new Set<ConsumerState>();
   /** Every consuming channel (consumers and readers): close() cancels them first. */
@@ -59,6 +61,11 @@ export class BrokerConnection extends EventEmitter {
 
   get isConnected(): boolean {
     return this.current !== undefined && this.publishing !== undefined;
+  }
+
+  /** Why RabbitMQ blocks this connection now (a memory or disk alarm: its publishes, moves and acks wait), or undefined. */
+  get blocked(): string | undefined {
+    return this.current ? this.blockedBy.get(this.current) : undefined;
   }
 
   /** Connects, retrying until `timeoutMs`; what cannot heal (a 406 in setup, a refused login) and an abort fail at once. */
@@ -104,6 +111,15 @@ export class BrokerConnection extends EventEmitter {
       coalesceWrites(model);
       // Before anything else: an unheard error during setup (541, a node dying under a stream consume) ends the process.
       model.on('error', (err: Error) => logger.warn('broker connection error', { connection: name, node, error: err.message }));
+      // Connected, yet nothing it publishes (nor acks, on the same socket) is read until the alarm clears: said, not hidden.
+      model.on('blocked', (reason: string) => {
+        this.blockedBy.set(model!, reason || 'an alarm');
+        logger.warn('broker blocked this connection: publishes wait until its alarm clears', { connection: name, node, reason });
+      });
+      model.on('unblocked', () => {
+        this.blockedBy.delete(model!);
+        logger.info('broker unblocked this connection', { connection: name, node });
+      });
       let closed = false;
       model.on('close', (err?: Error) => {
         closed = true;

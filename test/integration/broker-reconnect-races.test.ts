@@ -93,6 +93,27 @@ describe('a broker connection that reconnects', () => {
     }
   });
 
+  it("says while RabbitMQ blocks the connection (a memory or disk alarm), and forgets it when unblocked or reconnected", async () => {
+    const broker = new BrokerConnection({ url: proxy.url, name: 'test-blocked', logger: silentLogger() });
+    try {
+      await broker.open(10_000);
+      const model = () => (broker as unknown as { current: import('node:events').EventEmitter }).current;
+      expect(broker.blocked).toBeUndefined();
+      // What amqplib emits on connection.blocked and connection.unblocked.
+      model().emit('blocked', 'low on memory');
+      expect([broker.isConnected, broker.blocked]).toEqual([true, 'low on memory']);
+      model().emit('unblocked');
+      expect(broker.blocked).toBeUndefined();
+      model().emit('blocked', 'low on disk');
+      const reconnected = new Promise((resolve) => broker.once('connected', resolve));
+      proxy.cut();
+      await reconnected;
+      expect(broker.blocked).toBeUndefined();
+    } finally {
+      await broker.close();
+    }
+  });
+
   it('leaves no consumer behind when its consume is refused: the connection comes back, without it', async () => {
     const missing = `${prefix}.never-declared`;
     const broker = new BrokerConnection({ url: brokerUrl(), name: 'test-consume-refused', logger: silentLogger() });
