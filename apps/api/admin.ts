@@ -140,8 +140,9 @@ function guardsOf(req: Request, res: Response): WriteGuards {
   if (ifMatch === undefined) return { idempotencyKey: key, actor };
   // RFC 9110: any current version, so the merchant must exist (a PUT that only replaces).
   if (ifMatch.trim() === '*') return { idempotencyKey: key, ifVersion: '*', actor };
-  // An ETag this service did not give matches no version: 412, as RFC 9110 says.
-  const match = /^\s*(?:W\/)?"(\d{1,15})"\s*$/.exec(ifMatch);
+  // An ETag this service did not give matches no version: 412, as RFC 9110 says. Compared strongly, as If-Match is:
+  // a weak tag (W/"7") or another spelling of the number ("007") is not one this service gave.
+  const match = /^\s*"(0|[1-9]\d{0,14})"\s*$/.exec(ifMatch);
   return { idempotencyKey: key, ifVersion: match ? Number(match[1]) : -1, actor };
 }
 

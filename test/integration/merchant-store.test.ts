@@ -138,6 +138,8 @@ describe('merchants in PostgreSQL', () => {
     expect(code(await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': '"1"' }))).toEqual([412, 'precondition_failed']);
     const garbage = await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': 'garbage' });
     expect(code(garbage)).toEqual([412, 'precondition_failed']);
+    // Compared strongly (RFC 9110): neither a weak tag of the version nor another spelling of it holds.
+    for (const tag of ['W/"2"', '"02"']) expect(code(await send(apiB, 'PATCH', 'm_cas', { publicKey: 'pk_cas_0000003' }, { 'if-match': tag }))).toEqual([412, 'precondition_failed']);
     // A refusal carries no ETag: one it carried would be taken for the merchant's version.
     expect(garbage.headers.get('etag')).toBeNull();
     // No merchant has no version: If-Match cannot hold (RFC 9110).
