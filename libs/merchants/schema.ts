@@ -96,5 +96,5 @@ export function disabledByOf(webhook: Endpoint): 'operator' | 'merchant' | null 
 
 /** Only the operator turns it on again. */
 export function disabledByOperator(webhook: Endpoint | undefined): boolean {
-  return !!webhook && !webhook.enabled && webhook.disabledReason === 'manual' && webhook.disabledBy !== 'merchant';
+  return !!webhook && disabledByOf(webhook) === 'operator';
 }

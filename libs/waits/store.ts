@@ -259,7 +259,7 @@ export class WaitStore {
     // A batch that opens or closes circuits locks every circuit row it touches first, in one order: two
     // batches each holding a row FOR SHARE (WRITE), then updating it (the opening's upsert, the close), deadlocked.
     const locks = closing.size > 0 || p.some((w) => w.circuitMs !== undefined)
-      ? [...new Map([...p, ...closing.values()].map((k) => [keyOf({ merchantId: k.merchantId, endpointId: k.endpointId }), { merchantId: k.merchantId, endpointId: k.endpointId ?? '' }])).values()]
+      ? [...new Map([...p, ...closing.values()].map((k) => [keyOf({ merchantId: k.merchantId, endpointId: k.endpointId }), k])).values()]
       : [];
     await inIdentifiedTransaction(this.db, async (tx) => {
       if (locks.length > 0) await tx.query(LOCK_CIRCUITS, keyParams('circuit', locks));
