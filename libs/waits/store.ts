@@ -169,9 +169,15 @@ WITH due AS (
 )
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
+/**
+ * The server's run, beside each transaction id kept: a crash can lose the WAL of a transaction that had
+ * not committed, and the next run gives its id to another (what the id said is then not ours).
+ */
+const BOOT = "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text";
+
 /** What a pick or probe whose answer was lost leased, due again now, by the rows' xmin (any later write changes it). */
 const RELEASE_LOST = `
-WITH lost AS (SELECT x % 4294967296 AS xid FROM unnest($1::bigint[]) AS x), probes AS (
+WITH lost AS (SELECT split_part(x, '@', 1)::bigint % 4294967296 AS xid FROM unnest($1::text[]) AS x WHERE split_part(x, '@', 2) = ${BOOT}), probes AS (
   -- Locked, as by the pick's FOR SHARE: a close waits for it.
   UPDATE wait_circuits SET probe_at = now()
   WHERE NOT closing AND probe_at > now() AND probe_at <= now() + $2::float8 * interval '1 millisecond' AND xmin::text::bigint IN (SELECT xid FROM lost)
@@ -197,7 +203,12 @@ RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $7 AS sp
   w.headers -> '${HEADERS.ordered}' = 'true'::jsonb AND EXISTS (
     SELECT 1 FROM webhook_order o WHERE o.merchant_id = w.merchant_id AND o.endpoint_id = w.endpoint_id AND o.webhook_id = w.webhook_id AND o.ended_at IS NOT NULL) AS ended`;
 
-const XACT_STATUS = 'SELECT x AS xid, pg_xact_status(x::xid8) AS status FROM unnest($1::text[]) AS x';
+/**
+ * NULL (not committed: written again) for a transaction of an earlier run of the server: one that wrote
+ * no WAL before a crash left its id unused, in the future or given again to another transaction since.
+ */
+const XACT_STATUS = `SELECT x AS xid, CASE WHEN split_part(x, '@', 2) = ${BOOT} THEN pg_xact_status(split_part(x, '@', 1)::xid8) END AS status
+FROM unnest($1::text[]) AS x`;
 
 const CIRCUIT_KEY = 'merchant_id AS "merchantId", endpoint_id AS "endpointId"';
 
@@ -217,7 +228,7 @@ function handedOf(rows: PickedRow[], probe = false): HandedWait[] {
 }
 
 export class WaitStore {
-  /** Items of a batch whose try failed under way, with its transaction's id: perhaps committed. */
+  /** Items of a batch whose try failed under way, with its transaction id and the server run that gave it (xid@run): perhaps committed. */
   private readonly unsure = new WeakMap<object, string>();
   /** The transaction ids of picks and probes that failed under way: perhaps committed (RELEASE_LOST). */
   private lostPicks: string[] = [];
@@ -408,7 +419,7 @@ async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction'>, wor
   let xid: string | undefined;
   try {
     return await db.transaction(async (tx) => {
-      xid = (await tx.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid')).rows[0]!.xid;
+      xid = (await tx.query<{ xid: string }>(`SELECT pg_current_xact_id()::text || '@' || ${BOOT} AS xid`)).rows[0]!.xid;
       return work(tx);
     });
   } catch (err) {
