@@ -119,7 +119,8 @@ describe('a spent wait whose webhook has a copy the broker parked (delivery-limi
   it('is ended by its wait-not-ended copy once both are moved back with webhooks invalid requeue: nothing left', async () => {
     const receiver = await Receiver.start(failOnceThenSucceed());
     const merchant = testMerchant('m_spent_limit', receiver.url);
-    const harness = await startHarness({ name: 'wait-spent-limit', merchants: [merchant], retryDelaysMs: SCHEDULE, paused: true });
+    // The moved-back copy's attempt must succeed: one timed out (2 s, the harness's, under a loaded CI host) takes the row over.
+    const harness = await startHarness({ name: 'wait-spent-limit', merchants: [merchant], retryDelaysMs: SCHEDULE, paused: true, settings: { deliveryTimeoutMs: 15_000 } });
     const cli = (...args: string[]) => runCliInProcess({ RABBITMQ_URL: brokerUrl(), TOPOLOGY_PREFIX: harness.prefix }, args);
     try {
       const webhookId = 'evt_spent_limit';
