@@ -34,6 +34,9 @@ describe('messages that cannot be processed', () => {
   const cases: Array<[string, () => string | Buffer, string, RegExp]> = [
     ['a body that is not JSON', () => 'not json {', 'not-json', /^not-json: body is not UTF-8 JSON/],
     ['a body that is not UTF-8', () => Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), 'not-json', /^not-json/],
+    // V8's own message would quote the text around the fault, the card number with it, into the reason and the log.
+    ['a body broken beside a card number', () => '{"card":"4111111111111111","cvv":tru}', 'not-json', /^not-json: body is not UTF-8 JSON$/],
+    ['a body broken at a known position', () => '{"card":"4111111111111111" "cvv":1}', 'not-json', /^not-json: body is not UTF-8 JSON \(at position 27\)$/],
     // Spec 2.5's samples write the customer's phone so; publishing.md tells upstream teams to send a string.
     [
       "a phone written as the spec's samples write it, a bare number with a leading zero",

@@ -81,7 +81,9 @@ export function parseIntake(message: ConsumeMessage, maxBytes: number, now: Date
     text = utf8.decode(message.content);
     json = JSON.parse(text);
   } catch (err) {
-    throw new InvalidMessageError('not-json', `body is not UTF-8 JSON (${(err as Error).message})`);
+    // V8's message quotes the body around the fault (a card number, a name): only its position is kept.
+    const at = /position (\d+)/.exec((err as Error).message)?.[1];
+    throw new InvalidMessageError('not-json', `body is not UTF-8 JSON${at === undefined ? '' : ` (at position ${at})`}`);
   }
   const ours = message.fields.exchange !== upstreamExchange;
   // An operational event (its exchange, or a hand-back) is for the platform's endpoint. Never from
