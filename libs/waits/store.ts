@@ -170,14 +170,17 @@ WITH due AS (
 SELECT * FROM handed UNION ALL SELECT merchant_id, NULL, NULL, NULL, NULL, NULL, NULL FROM parking`;
 
 /**
- * The server's run, beside each transaction id kept: a crash can lose the WAL of a transaction that had
- * not committed, and the next run gives its id to another (what the id said is then not ours).
+ * The server's run, beside each transaction id kept: a crash loses the WAL not yet flushed, and with it the
+ * ids of transactions that wrote nothing durable, which the next run gives again (what the id says is then
+ * another's). A run is the postmaster's start and the last checkpoint: a crash of one backend restarts the
+ * server in place, its recovery ending with a checkpoint. A checkpoint with no crash only makes an unsure
+ * batch be written again (a wait ended meanwhile delivered twice), never one taken for written.
  */
-const BOOT = "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text";
+const RUN = "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint::text || '/' || (SELECT redo_lsn FROM pg_control_checkpoint())::text";
 
 /** What a pick or probe whose answer was lost leased, due again now, by the rows' xmin (any later write changes it). */
 const RELEASE_LOST = `
-WITH lost AS (SELECT split_part(x, '@', 1)::bigint % 4294967296 AS xid FROM unnest($1::text[]) AS x WHERE split_part(x, '@', 2) = ${BOOT}), probes AS (
+WITH lost AS (SELECT split_part(x, '@', 1)::bigint % 4294967296 AS xid FROM unnest($1::text[]) AS x WHERE split_part(x, '@', 2) = ${RUN}), probes AS (
   -- Locked, as by the pick's FOR SHARE: a close waits for it.
   UPDATE wait_circuits SET probe_at = now()
   WHERE NOT closing AND probe_at > now() AND probe_at <= now() + $2::float8 * interval '1 millisecond' AND xmin::text::bigint IN (SELECT xid FROM lost)
@@ -207,7 +210,7 @@ RETURNING w.merchant_id, w.webhook_id, w.endpoint_id, w.hand, w.takes > $7 AS sp
  * NULL (not committed: written again) for a transaction of an earlier run of the server: one that wrote
  * no WAL before a crash left its id unused, in the future or given again to another transaction since.
  */
-const XACT_STATUS = `SELECT x AS xid, CASE WHEN split_part(x, '@', 2) = ${BOOT} THEN pg_xact_status(split_part(x, '@', 1)::xid8) END AS status
+const XACT_STATUS = `SELECT x AS xid, CASE WHEN split_part(x, '@', 2) = ${RUN} THEN pg_xact_status(split_part(x, '@', 1)::xid8) END AS status
 FROM unnest($1::text[]) AS x`;
 
 const CIRCUIT_KEY = 'merchant_id AS "merchantId", endpoint_id AS "endpointId"';
@@ -419,7 +422,7 @@ async function inIdentifiedTransaction<T>(db: Pick<Database, 'transaction'>, wor
   let xid: string | undefined;
   try {
     return await db.transaction(async (tx) => {
-      xid = (await tx.query<{ xid: string }>(`SELECT pg_current_xact_id()::text || '@' || ${BOOT} AS xid`)).rows[0]!.xid;
+      xid = (await tx.query<{ xid: string }>(`SELECT pg_current_xact_id()::text || '@' || ${RUN} AS xid`)).rows[0]!.xid;
       return work(tx);
     });
   } catch (err) {

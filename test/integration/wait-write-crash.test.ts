@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { HEADERS } from '../../libs/contracts/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
@@ -26,7 +27,25 @@ async function once<T>(what: string, work: () => Promise<T>): Promise<T> {
  * transaction, whose commit the old check took for the batch's (the waits never written, their
  * webhooks acked: lost).
  */
-describe('a batch of waits failed under way, then PostgreSQL crashed before its WAL was flushed', () => {
+/** One backend killed (as by the OOM killer): the server ends every other and recovers in place, its start time kept. */
+async function killOneBackend(server: PrivatePostgres): Promise<void> {
+  const client = new pg.Client({ connectionString: server.url });
+  client.on('error', () => {});
+  await client.connect();
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  process.kill(pid, 'SIGKILL');
+  await client.end().catch(() => {});
+}
+
+const crashes: Array<[string, (server: PrivatePostgres) => Promise<void>]> = [
+  ['the server crashed and started again', async (server) => {
+    await server.crash();
+    await server.up();
+  }],
+  ['one backend killed, the server restarted in place', killOneBackend],
+];
+
+describe.each(crashes)('a batch of waits failed under way, then (%s) before its WAL was flushed', (_name, crash) => {
   it('is written again after the restart, whether its transaction id is unused or given to another since', async () => {
     const server = await PrivatePostgres.start();
     if (!server) throw new Error(`no PostgreSQL binaries to start a server of the test's own (PG_BIN_DIR)`);
@@ -50,8 +69,7 @@ describe('a batch of waits failed under way, then PostgreSQL crashed before its 
         content: Buffer.from('{}'), spanLeftMs: 3_600_000, headers: { [HEADERS.attempts]: 1, [HEADERS.webhookId]: 'evt_crash' },
       };
       await expect(store.write([put], [])).rejects.toThrow('Connection terminated unexpectedly');
-      await server.crash();
-      await server.up();
+      await crash(server);
 
       // The next run starts below the batch's id (its WAL was never flushed): the case this test is about.
       const next = await once('PostgreSQL back', async () => BigInt((await db.query<{ x: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x')).rows[0]!.x));
