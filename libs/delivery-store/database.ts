@@ -108,8 +108,14 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
       client.on('notification', (message) => {
         if (message.channel === channel) onPayload(message.payload ?? '');
       });
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
       const beat = statementTimeout > 0 ? statementTimeout : 10_000;
+      try {
+        await within(beat, client.query(`LISTEN ${pg.escapeIdentifier(channel)}`), 'reject');
+      } catch (err) {
+        // Closed: each try of a standby refusing LISTEN (25006, a failover) or of a server gone quiet would keep one.
+        void client.end().catch(() => {});
+        throw err;
+      }
       const heartbeat: Periodic = new Periodic(async () => {
         if ((await within(beat, client.query('SELECT 1').then(() => true, () => true))) !== undefined) return;
         markLost(new Error(`the listening connection did not answer within ${beat} ms`));

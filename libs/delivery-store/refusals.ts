@@ -32,7 +32,8 @@ const TRANSIENT_CLASSES = new Set([
  */
 export function isTransient(err: unknown): boolean {
   const state = sqlStateOf(err);
-  if (state !== undefined) return TRANSIENT_CLASSES.has(state.slice(0, 2));
+  // 25006, a write on a read-only server: a failover's standby, or the old primary still named, until the switch ends.
+  if (state !== undefined) return TRANSIENT_CLASSES.has(state.slice(0, 2)) || state === '25006';
   // A socket's errno, or pg's lost connection (no code); Node's ERR_… codes are a program's mistakes.
   // Not `instanceof Error`: a socket's error is made in Node's own realm, which a test sandbox does not share.
   const code = codeOf(err);

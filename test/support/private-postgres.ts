@@ -99,6 +99,13 @@ export class PrivatePostgres {
     await this.up();
   }
 
+  /** Started again as a hot standby with no primary (standby.signal): reads answered, writes and LISTEN refused (25006), as during a failover. */
+  async standby(): Promise<void> {
+    await this.down();
+    await run(...this.shell(['touch', join(this.dir, 'data', 'standby.signal')]));
+    await this.up();
+  }
+
   private shell(command: string[]): [string, string[], { timeout: number }] {
     const [cmd, ...rest] = [...this.asUser, ...command];
     return [cmd!, rest, { timeout: 60_000 }];

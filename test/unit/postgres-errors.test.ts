@@ -21,7 +21,10 @@ describe('which PostgreSQL errors are an outage and which a refusal of the data'
   });
 
   it('waits through a busy database (a timeout, a lock, a deadlock, a shutdown) and not through a wrong password, a missing database or bad data', () => {
-    for (const code of ['57014', '55P03', '40P01', '40001', '57P01', '57P03', '53300', '08006', 'XX000']) expect([code, isTransient(withCode(code))]).toEqual([code, true]);
+    for (const code of ['57014', '55P03', '40P01', '40001', '57P01', '57P03', '53300', '08006', 'XX000', '25006']) expect([code, isTransient(withCode(code))]).toEqual([code, true]);
+    // A write on a standby (a failover under way) is the API's 503 with Retry-After, not a 500.
+    expect(isUnavailable(withCode('25006'))).toBe(true);
+    expect(isTransient(withCode('25P02'))).toBe(false);
     for (const code of ['28P01', '3D000', '22P02', '22021', '23505', '42P01', 'P0001', 'ERR_INVALID_ARG_TYPE']) expect([code, isTransient(withCode(code))]).toEqual([code, false]);
     expect(isRefusal(withCode('22P05'), 1)).toBe(true);
     // The merchant store answers 503 for a deadlock (try again), as for a lock wait past its timeout.
