@@ -65,6 +65,8 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
   private polling?: Promise<void>;
   private pollAgain = false;
   private failing = false;
+  /** Set when the LISTEN connection was lost and made again: the next poll loads every merchant. */
+  private reloadNext = false;
   /** The merchants this replica wrote while a load read its pages: their versions may be past the pages'. */
   private writtenDuringLoad?: Set<string>;
   reloads = 0;
@@ -107,8 +109,17 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
     this.loaded = true;
     this.logger.info('merchant directory loaded', { merchants: this.size });
     if (this.stopped) return;
-    // Notifications lost while the LISTEN is away are found by the poll made after each (re)start.
-    this.listening = keepListening(this.db, CHANGES_CHANNEL, { heard: () => void this.poll(), connected: () => void this.poll() });
+    // Notifications lost while the LISTEN is away are found by the poll made after each (re)start; after a
+    // loss, by a load: a crash gives the ids of transactions whose WAL it lost again, below the cursor.
+    let listened = false;
+    this.listening = keepListening(this.db, CHANGES_CHANNEL, {
+      heard: () => void this.poll(),
+      connected: () => {
+        if (listened) this.reloadNext = true;
+        listened = true;
+        void this.poll();
+      },
+    });
     void this.polls.start();
   }
 
@@ -271,8 +282,9 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
   private async readChanges(): Promise<void> {
     const position = await this.positionNow();
     const held = this.position!;
-    const reason =
-      held.history !== position.history
+    const reason = this.reloadNext
+      ? 'the listening connection was lost: PostgreSQL may have restarted in place after a crash'
+      : held.history !== position.history
         ? 'the database is another one, or restored, failed over or restarted'
         : BigInt(position.cursor) < BigInt(held.cursor)
           ? 'transaction ids went back'
@@ -281,7 +293,12 @@ export class PgMerchantDirectory extends DirectoryCache implements MerchantDirec
             : undefined;
     if (reason) {
       this.logger.info('merchant directory loads every merchant again', { reason });
-      await this.load(() => {}, false);
+      const forced = this.reloadNext;
+      this.reloadNext = false;
+      await this.load(() => {}, false).catch((err: unknown) => {
+        this.reloadNext ||= forced;
+        throw err;
+      });
       this.reloads++;
       return;
     }
