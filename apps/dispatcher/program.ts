@@ -112,7 +112,7 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
   // whatever the server's default, since a written wait is acked at once.
   const waitsDatabase = !options.database && config.DATABASE_URL
-    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits', durableCommits: true })
+    ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits' })
     : undefined;
   cleanup.add(() => waitsDatabase?.close());
   const waitsQueries = waitsDatabase ?? opened.database;

@@ -42,8 +42,6 @@ export interface PostgresOptions {
   statementTimeoutMs?: number;
   maxConnections?: number;
   applicationName?: string;
-  /** synchronous_commit on, whatever the server's default: what is acked on a commit must survive a crash. */
-  durableCommits?: boolean;
 }
 
 export function openPostgres(url: string, options: PostgresOptions = {}): Database {
@@ -57,7 +55,9 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
     // The server's keepalives end the session of a host that vanished within a minute, not two hours,
     // and the locks it held (the recorder's lead) go with it. A DATABASE_URL with its own `options` keeps them.
     // statement_timeout=0 said here too: pg leaves a 0 out of the startup packet, and a role's applied.
-    options: `-c jit=off${options.durableCommits ? ' -c synchronous_commit=on' : ''}${options.statementTimeoutMs === 0 ? ' -c statement_timeout=0' : ''} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
+    // synchronous_commit on, whatever the server's or role's default: what is acked or answered on a commit
+    // (a wait, a rotated secret, an Idempotency-Key, a resend's mark) must survive a crash. The recorder's session alone turns it off.
+    options: `-c jit=off -c synchronous_commit=on${options.statementTimeoutMs === 0 ? ' -c statement_timeout=0' : ''} -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3`,
   };
   // A reply that never comes (the host gone without a reset) fails at twice the statement timeout, not TCP's 15 min.
   const statementTimeout = settings.statement_timeout;

@@ -48,7 +48,7 @@ describe("PostgreSQL restarted under a circuit's row, with two dispatchers' brea
   it('has both breakers follow the row after a restart and after a crash while a close commits; no wait lost or left parked', async () => {
     const server = await PrivatePostgres.start();
     if (!server) throw new Error(`no PostgreSQL binaries to start a server of the test's own (PG_BIN_DIR)`);
-    const dbs = [openPostgres(server.url, { maxConnections: 2, durableCommits: true }), openPostgres(server.url, { maxConnections: 2, durableCommits: true })];
+    const dbs = [openPostgres(server.url, { maxConnections: 2 }), openPostgres(server.url, { maxConnections: 2 })];
     const store = new WaitStore(dbs[0]!);
     const dispatchers = dbs.map(dispatcherBreakers);
     const open = () => dispatchers.map((d) => d.guards.openUntil(KEY) > 0);

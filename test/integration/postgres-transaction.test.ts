@@ -64,7 +64,7 @@ describe('PostgreSQL sessions: a transaction whose connection the server ends, a
   });
 
   it('asks the server for keepalives on every session, pooled or held (a vanished host\'s session, and its locks, end within a minute)', async () => {
-    const database = openPostgres(db.url, { maxConnections: 1, durableCommits: true });
+    const database = openPostgres(db.url, { maxConnections: 1 });
     const session = await database.session();
     try {
       const shown = async (query: (sql: string) => Promise<{ rows: Array<Record<string, string>> }>) =>

@@ -49,7 +49,7 @@ describe.each(crashes)('a batch of waits failed under way, then (%s) before its 
   it('is written again after the restart, whether its transaction id is unused or given to another since', async () => {
     const server = await PrivatePostgres.start();
     if (!server) throw new Error(`no PostgreSQL binaries to start a server of the test's own (PG_BIN_DIR)`);
-    const db = openPostgres(server.url, { maxConnections: 2, durableCommits: true });
+    const db = openPostgres(server.url, { maxConnections: 2 });
     try {
       let failNext = true;
       let xid = 0n;

@@ -353,14 +353,14 @@ it.concurrent('a dispatcher restarted with a single attempt (RETRY_SCHEDULE empt
     }
   }));
 
-it.concurrent("the waits' connections on a server whose default is asynchronous commit commit durably: a wait is acked once its commit returns, and a crash must not take it back", () =>
+// Every pool, not the waits' alone (a rotated secret answered 201, an Idempotency-Key, a resend's mark were
+// undone by a crash on such a server): seen failing with the option the waits' pool alone set.
+it.concurrent("every pool on a server whose default is asynchronous commit commits durably: a wait is acked, a write answered, once its commit returns, and a crash must not take it back", () =>
   onDatabase('waits_durable', async (database) => {
     await database.query(`ALTER DATABASE ${database.name} SET synchronous_commit = off`);
-    for (const [durableCommits, expected] of [[true, 'on'], [false, 'off']] as const) {
-      const db = openPostgres(database.url, { maxConnections: 1, durableCommits });
-      expect((await db.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe(expected);
-      await db.close();
-    }
+    const db = openPostgres(database.url, { maxConnections: 1 });
+    expect((await db.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+    await db.close();
   }));
 
 it.concurrent('a wait PostgreSQL refuses for what it carries, in a batch with others is refused alone: the waits beside it and after it are written, not held behind it for ever', () =>
