@@ -384,6 +384,23 @@ export function budgetProblems(objects: K8sObject[]): string[] {
   return problems;
 }
 
+/**
+ * Each CloudNativePG Cluster commits synchronously to a standby, with one standby to spare and a
+ * failover that promotes only one holding every answered commit: a dispatcher acks a webhook once its
+ * wait committed, which an asynchronous standby promoted would not have.
+ */
+export function durabilityProblems(objects: K8sObject[]): string[] {
+  const problems: string[] = [];
+  for (const cluster of objects.filter((o) => o.kind === 'Cluster' && o.apiVersion?.startsWith('postgresql.cnpg.io/')) as Any[]) {
+    const where = `Cluster/${cluster.metadata.name}`;
+    const sync = cluster.spec.postgresql?.synchronous;
+    if (!(sync?.number >= 1) || sync.dataDurability === 'preferred') problems.push(`${where}: commits do not wait for a standby: a failover loses acked waits`);
+    else if (!((cluster.spec.instances ?? 1) >= sync.number + 2)) problems.push(`${where}: ${cluster.spec.instances} instances for ${sync.number} synchronous: one standby down stops every write`);
+    else if (sync.failoverQuorum !== true) problems.push(`${where}: no failoverQuorum: a standby behind the answered commits may be promoted`);
+  }
+  return problems;
+}
+
 /** The labels of the programs' series: docs/operating.md's table of them (`webhooks_x{a,b}`, kept to the code by docs-metrics-routes.test.ts), and `program` on every sample. */
 export function seriesLabels(operatingMd: string): Set<string> {
   const section = operatingMd.split('\n## Metrics and health\n')[1]!.split('\n## ')[0]!;

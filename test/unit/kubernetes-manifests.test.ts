@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import {
   budgetProblems,
+  durabilityProblems,
   configurationProblems,
   containers,
   graceProblems,
@@ -178,6 +179,10 @@ describe('deploy/kubernetes', () => {
     for (const [dir, objects] of rendered) expect({ dir, problems: [...budgetProblems(objects), ...spreadProblems(objects)] }).toEqual({ dir, problems: [] });
   });
 
+  it("keeps PostgreSQL's answered commits through a failover: a synchronous standby, one to spare", () => {
+    for (const [dir, objects] of rendered) expect({ dir, problems: durabilityProblems(objects) }).toEqual({ dir, problems: [] });
+  });
+
   it('asks for a Kubernetes version that takes every field the manifests use', () => {
     for (const [dir, objects] of rendered) expect({ dir, problems: versionProblems(objects, SECTION) }).toEqual({ dir, problems: [] });
     expect(versionProblems(rendered.get(EXAMPLE)!, SECTION.replace(/Kubernetes 1\.\d+ or later/, 'Kubernetes 1.29 or later'))).toEqual(['the guide asks for Kubernetes 1.29, which refuses a preStop sleep (1.30)']);
@@ -281,6 +286,19 @@ describe('deploy/kubernetes', () => {
       expect(jobProblems(objects)).toEqual([expect.stringContaining('Job/webhooks-migrate: activeDeadlineSeconds 900'), expect.stringContaining('Job/webhooks-migrate: backoffLimit 0')]);
       expect(securityProblems(objects)).toEqual([expect.stringContaining('webhooks-recorder/recorder: root filesystem'), expect.stringContaining('webhooks-migrate/migrate: the service account token')]);
       expect(graceProblems(objects)).toEqual([expect.stringContaining('webhooks-dispatcher/dispatcher: terminationGracePeriodSeconds 30')]);
+    });
+
+    it('durability: a Cluster that commits without a standby, or whose one standby down stops writes, or promotes any', () => {
+      const objects = example();
+      const spec = named(objects, 'Cluster', 'webhooks-postgres').spec;
+      expect(durabilityProblems(objects)).toEqual([]);
+      spec.instances = 2;
+      expect(durabilityProblems(objects)).toEqual(['Cluster/webhooks-postgres: 2 instances for 1 synchronous: one standby down stops every write']);
+      spec.instances = 3;
+      delete spec.postgresql.synchronous.failoverQuorum;
+      expect(durabilityProblems(objects)).toEqual([expect.stringContaining('no failoverQuorum')]);
+      delete spec.postgresql.synchronous;
+      expect(durabilityProblems(objects)).toEqual(['Cluster/webhooks-postgres: commits do not wait for a standby: a failover loses acked waits']);
     });
 
     it('disruption budgets: not-ready pods kept, none allowed at the autoscaler\'s floor, a selector of no Deployment; pods not spread', () => {
