@@ -15,8 +15,8 @@ interface GcraLimit {
   behind?: { key: string; withinMs: number };
 }
 
-/** Granted: the first cell conforms `inMs` from now; `behind`: the other key's line refused it. */
-type GcraAnswer = { ok: true; inMs: number } | { ok: false; retryInMs: number; behind?: true };
+/** Granted: the first cell conforms `inMs` from the statement's start, which took `tookMs`; `behind`: the other key's line refused it. */
+type GcraAnswer = { ok: true; inMs: number; tookMs: number } | { ok: false; retryInMs: number; behind?: true };
 
 /** One statement: moves `tat` only when the cell fits, and reads the `tat` found, so a refusal says when to come back. */
 const TAKE = `
@@ -31,17 +31,18 @@ taken AS (
 )
 SELECT (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM taken)::float8 AS granted_ms,
        (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM prior)::float8 AS prior_ms,
-       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM ahead)::float8 AS ahead_ms`;
+       (SELECT EXTRACT(EPOCH FROM (tat - now())) * 1000 FROM ahead)::float8 AS ahead_ms,
+       (EXTRACT(EPOCH FROM (clock_timestamp() - now())) * 1000)::float8 AS took_ms`;
 
 export async function takeCell(db: Queryable, key: string, limit: GcraLimit): Promise<GcraAnswer> {
   const ahead = limit.aheadMs ?? 0;
   const notBefore = Math.max(0, limit.notBeforeMs ?? 0);
   const cost = limit.intervalMs * (limit.count ?? 1);
   const { behind } = limit;
-  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null; ahead_ms: number | null }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore, behind?.key ?? null, behind?.withinMs ?? 0]);
+  const { rows } = await db.query<{ granted_ms: number | null; prior_ms: number | null; ahead_ms: number | null; took_ms: number }>(TAKE, [key, cost, limit.burstMs, ahead, notBefore, behind?.key ?? null, behind?.withinMs ?? 0]);
   const row = rows[0]!;
   // The last cell conforms at the new tat less the burst; the first, count - 1 intervals before it.
-  if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs - (cost - limit.intervalMs)) };
+  if (row.granted_ms !== null) return { ok: true, inMs: Math.max(0, Number(row.granted_ms) - limit.burstMs - (cost - limit.intervalMs)), tookMs: Number(row.took_ms) };
   // Refused: the cells fit once tat + their cost is within burst + ahead of now.
   const prior = Number(row.prior_ms ?? 0);
   const retryInMs = Math.max(1, Math.max(prior, notBefore) + cost - limit.burstMs - ahead);

@@ -16,6 +16,14 @@ const RATE_READ_EVERY_MS = 1_000;
 
 /** How late a slot's send may be: later, it would bunch with the next slots, and the slot is asked for again. */
 const lateAfterMs = (intervalMs: number): number => Math.min(50, 2 * intervalMs);
+/**
+ * How far before its slot a send may go: 50 ms keeps any second's sends within the rate's 10 % burst.
+ * A take's answer places the slot between the take's start plus its `inMs` and the answer's arrival
+ * less the statement's time plus it: the ways there (a wait for a pooled connection) and back (a busy
+ * event loop) are not told apart, so a send goes no earlier than this before the latest place. Giving
+ * the slot up instead, when unsure by more than twice this, slowed a loaded host's sends below the rate.
+ */
+const SLOT_SLACK_MS = 50;
 
 /**
  * How often a dispatcher adopts the lowered endpoints' rows it holds nothing of: else, once every
@@ -118,7 +126,7 @@ export class Throttle {
     const aheadMs = Math.min(THROTTLE_AHEAD.maxMs, Math.max(THROTTLE_AHEAD.minMs, THROTTLE_AHEAD.slots * intervalMs));
     // A hold that ends late loses its slot: taken again, a few times, then it waits as a row.
     for (let tries = 0; tries < 3; tries++) {
-      /** The slot conforms `inMs` after `from`, the take's start. */
+      /** The slot conforms `inMs` after `from`, the take's start, give or take SLOT_SLACK_MS. */
       let granted: { inMs: number; from: number } | undefined;
       const release = handBack ? undefined : await this.turn(key);
       try {
@@ -140,7 +148,9 @@ export class Throttle {
             (answer.behind ? this.queuedUntil : this.refusedUntil).set(key, this.now() + answer.retryInMs);
             return this.queue(key, intervalMs, aheadMs, answer.retryInMs);
           }
-          granted = { inMs: answer.inMs, from };
+          // A slot already due (0) is sent on arrival, late at most; one ahead, no earlier than SLOT_SLACK_MS before its latest place.
+          const unsureMs = answer.inMs > 0 ? this.now() - from - answer.tookMs : 0;
+          granted = { inMs: answer.inMs + Math.max(0, unsureMs - SLOT_SLACK_MS), from };
           // Paced alone (PostgreSQL gone), this dispatcher goes on after the slots it holds.
           this.alone.set(key, Math.max(this.alone.get(key) ?? 0, from + answer.inMs + intervalMs));
         } catch (err) {
@@ -151,7 +161,8 @@ export class Throttle {
         release?.();
       }
       if (granted.inMs <= 0) return this.sending(key, intervalMs);
-      // Timed from the take's start, as PostgreSQL's clock: answers late by different amounts bunched slots.
+      // Timed from the take's start, as PostgreSQL's clock: answers late by different amounts bunched slots;
+      // moved later by what the round trip leaves unsure beyond SLOT_SLACK_MS (a take that waited for a connection).
       const target = granted.from + granted.inMs;
       this.stats.held++;
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, target - this.now())).unref?.());
