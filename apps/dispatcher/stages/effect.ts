@@ -91,12 +91,12 @@ export class EffectStage {
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
       case 'delivered':
-        await Promise.all([this.endWait(intake, 'answered'), record()]);
+        await Promise.all([this.endWait(delivery, intake, 'answered', span), record()]);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
-        await Promise.all([this.endWait(intake), record()]);
+        await Promise.all([this.endWait(delivery, intake, undefined, span), record()]);
         this.count('skipped', 'skipped', intake.event, intake.test);
         logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
@@ -149,7 +149,7 @@ export class EffectStage {
         const index = () => this.index(delivery, intake, decision, headers, now, span);
         const settle = async () => {
           await Promise.all([record(), ends ? index() : undefined]);
-          await this.endWait(intake, decision.closesCircuit === true ? 'answered' : closesUnanswered(intake, decision.reason) ? 'unanswered' : undefined);
+          await this.endWait(delivery, intake, decision.closesCircuit === true ? 'answered' : closesUnanswered(intake, decision.reason) ? 'unanswered' : undefined, span);
         };
         if (!(await this.move(delivery, this.deps.names.failed, headers, intake.event, span, settle))) return;
         if (!ends) void index();
@@ -234,7 +234,8 @@ export class EffectStage {
     const ends = handTaken ?? (intake?.hand === undefined && intake?.ordered === true ? intake : undefined);
     const order = this.deps.order;
     const settle = async () => {
-      await Promise.all([ends && this.endWait(ends), ...(order ? places.map((place) => this.endPlace(place)) : [])]);
+      if (order && places.length > 0 && this.given(delivery, undefined, span)) return;
+      await Promise.all([ends && this.endWait(delivery, ends, undefined, span), ...(order ? places.map((place) => this.endPlace(place)) : [])]);
     };
     // Headers too large to publish cannot go with it either.
     const carried = this.carried(delivery);
@@ -271,11 +272,7 @@ export class EffectStage {
   private async wait(delivery: Delivery, intake: IntakeEvent, reason: WaitPutReason, headers: ScalarHeaders, delayMs: number, record: () => Promise<void>, span: Span | undefined, circuitMs?: number, closesCircuit?: boolean): Promise<void> {
     const waits = this.deps.waits;
     if (!waits) throw new Error('effect: a wait needs the wait writer (a retry schedule needs PostgreSQL)');
-    // Its channel gone, its redelivery is the one that waits.
-    if (!delivery.live) {
-      this.deps.logger.warn('delivery channel lost before its wait; the broker redelivers it', { webhookId: intake.webhookId, ...spanLogFields(span) });
-      return;
-    }
+    if (this.given(delivery, intake.webhookId, span)) return;
     await publishIn(span, WAITS_TABLE, headers, intake.webhookId, () => waits.put({
       ...waitKeyOf(intake),
       hand: intake.hand ?? 0,
@@ -297,12 +294,25 @@ export class EffectStage {
    * circuit. An ordered webhook releases the next of its reference first: a crash between leaves the
    * wait to hand it back. An end PostgreSQL refuses leaves the outcome as it is (WAIT_TAKE_LIMIT bounds it).
    */
-  private async endWait(intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes?: 'answered' | 'unanswered'): Promise<void> {
+  private async endWait(delivery: Delivery, intake: Pick<IntakeEvent, 'merchantId' | 'webhookId' | 'endpointId' | 'ordered' | 'hand' | 'movedBack'>, closes: 'answered' | 'unanswered' | undefined, span: Span | undefined): Promise<void> {
+    const place = intake.ordered === true && this.deps.order !== undefined;
+    const waits = intake.hand !== undefined || intake.movedBack ? this.deps.waits : undefined;
+    if ((!place && !waits) || this.given(delivery, intake.webhookId, span)) return;
     // A place PostgreSQL refuses to end keeps its wait: handed back, it is parked after WAIT_TAKE_LIMIT takes.
-    if (intake.ordered && this.deps.order && !(await this.endPlace(waitKeyOf(intake)))) return;
+    if (place && !(await this.endPlace(waitKeyOf(intake)))) return;
     const circuit = closes === undefined || intake.hand === undefined ? {} : { closesCircuit: true, ...(closes === 'unanswered' ? { unanswered: true } : {}) };
-    if ((intake.hand === undefined && !intake.movedBack) || !this.deps.waits) return;
-    await endWaitOrLog(this.deps.waits, { ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }, this.deps.logger);
+    if (waits) await endWaitOrLog(waits, { ...waitKeyOf(intake), hand: intake.hand ?? 0, ...circuit }, this.deps.logger);
+  }
+
+  /**
+   * Its channel gone, the broker gives the copy again, and that copy owns its wait and its place (its
+   * take, or its step, finds them): it writes or ends them. Ended here, the next of its reference
+   * could go before the copy given again, already admitted as head.
+   */
+  private given(delivery: Delivery, webhookId: string | undefined, span: Span | undefined): boolean {
+    if (delivery.live) return false;
+    this.deps.logger.warn('delivery channel lost before its wait or end was written; the broker gives it again, and that copy writes it', { webhookId, ...spanLogFields(span) });
+    return true;
   }
 
   /** An end PostgreSQL refuses is logged and left, as a wait's is (the outcome stands); false then. */
