@@ -17,6 +17,8 @@ const ORDER_LOOKUP_TIMEOUT_MS = 2_000;
 export class OrderGate {
   private readonly batcher: RetryingBatcher<Item, Map<string, OrderState>>;
   private readonly turns = new OrderTurns();
+  /** Look-ups of open places in flight, by webhook: one timed out runs on to its statement timeout. */
+  private readonly lookUps = new Map<string, Promise<string[]>>();
 
   constructor(private readonly store: OrderStore, logger: Logger) {
     const warn = throttledWarning((message, fields) => logger.warn(message, fields));
@@ -60,8 +62,18 @@ export class OrderGate {
     return within(ORDER_LOOKUP_TIMEOUT_MS, this.store.holds(place), 'reject');
   }
 
+  /**
+   * Asked again while one asked before still runs, it waits for that one: a copy held asks each
+   * second, and a query for each would fill the pool behind a slow PostgreSQL.
+   */
   openPlaces(merchantId: string, webhookId: string, key: string): Promise<string[]> {
-    return within(ORDER_LOOKUP_TIMEOUT_MS, this.store.openPlaces(merchantId, webhookId, key), 'reject');
+    const id = `${merchantId}\u001f${webhookId}\u001f${key}`;
+    let asked = this.lookUps.get(id);
+    if (!asked) {
+      asked = this.store.openPlaces(merchantId, webhookId, key).finally(() => this.lookUps.delete(id));
+      this.lookUps.set(id, asked);
+    }
+    return within(ORDER_LOOKUP_TIMEOUT_MS, asked, 'reject');
   }
 
   async end(end: OrderEnd): Promise<void> {
