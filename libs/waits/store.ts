@@ -120,8 +120,11 @@ WITH puts AS (
   FROM placed WHERE hand = 0
   -- A redelivered first attempt leaves its row; a spent one is taken over by its copy moved back from invalid,
   -- and one of an earlier send by a resend's (its failure indexed before its end: that end must not delete this).
-  ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt,
-    reason = excluded.reason, headers = excluded.headers, due_at = excluded.due_at, pick_at = excluded.pick_at,
+  -- A row that holds a place in order (an 'ordered' wait, an ordered retry) keeps its mark: the wait taking it
+  -- over carries the webhook, so its end ends the place; rewritten unmarked, no end came and the line stopped.
+  ON CONFLICT (merchant_id, webhook_id, endpoint_id) DO UPDATE SET hand = ${NEW_HAND}, attempt = excluded.attempt, reason = excluded.reason,
+    headers = CASE WHEN webhook_waits.headers->'${HEADERS.ordered}' = 'true' THEN excluded.headers || '{"${HEADERS.ordered}": true}' ELSE excluded.headers END,
+    due_at = excluded.due_at, pick_at = excluded.pick_at,
     parked = excluded.parked, span_ends_at = excluded.span_ends_at, takes = 0
   WHERE ${spent('webhook_waits')} OR webhook_waits.headers->>'${HEADERS.resentAt}' IS DISTINCT FROM excluded.headers->>'${HEADERS.resentAt}'
 ), next AS (

@@ -150,9 +150,12 @@ export function handBackOf(message: ConsumeMessage, upstreamExchange: string): H
   return { merchantId, webhookId: webhookIdOf(message), endpointId: endpointIdOf(headers[HEADERS.endpointId]), hand, ordered: orderedHandBack(headers) };
 }
 
-/** A resent copy is outside the order. */
+/**
+ * A resent copy is outside the order, and its waits are unmarked, unless its first took over a row
+ * that held its webhook's place (libs/waits/store.ts WRITE): then its end ends that place.
+ */
 function orderedHandBack(headers: Record<string, unknown>): boolean {
-  return timestamp(headers[HEADERS.resentAt]) === undefined && headers[HEADERS.ordered] === true;
+  return headers[HEADERS.ordered] === true;
 }
 
 function endpointIdOf(value: unknown): string | undefined {
