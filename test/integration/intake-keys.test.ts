@@ -122,6 +122,62 @@ describe('intake keys', () => {
     }
   });
 
+  /** A transaction of the test's that holds rows the checks need until `end`: a check locks some rows and waits there. */
+  const holding = async (statement: string) => {
+    const holder = new pg.Client({ connectionString: database.url });
+    await holder.connect();
+    await holder.query('BEGIN');
+    await holder.query(statement);
+    return async (how: 'COMMIT' | 'ROLLBACK') => {
+      await holder.query(how);
+      await holder.end();
+    };
+  };
+  const waiting = (n: number) =>
+    waitFor(`${n} checks waiting for a lock`, async () =>
+      (await database.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === n, 10_000);
+
+  it('locks the keys of two checks in one order: two batches of the same keys in crossed orders do not deadlock', async () => {
+    // Seen failing (40P01, deadlock detected) with the keys sent in the batch's order, as before the fix.
+    const a = new IntakeKeyStore(db, DAY_MS);
+    const b = new IntakeKeyStore(other, DAY_MS);
+    await a.maintain();
+    const key = (webhookId: string) => ({ merchantId: 'm_keys', webhookId });
+    const end = await holding("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), 'm_keys', 'evt_cross_m')");
+    const checks = [
+      a.check([key('evt_cross_b'), key('evt_cross_m'), key('evt_cross_a')]),
+      b.check([key('evt_cross_a'), key('evt_cross_m'), key('evt_cross_b')]),
+    ];
+    await waiting(2);
+    await end('ROLLBACK');
+    const states = await Promise.all(checks);
+    // One took the three keys, the other found them.
+    expect(states.map((s) => [...s.repeats].sort()).sort()).toEqual([[], [0, 1, 2]]);
+  });
+
+  it("counts repeats apart from a check: a check never holds its keys' rows while it waits for a noted row", async () => {
+    // Seen failing (40P01, deadlock detected) with 0028's count in the check's statement, as before the fix.
+    const a = new IntakeKeyStore(db, DAY_MS);
+    const b = new IntakeKeyStore(other, DAY_MS);
+    await a.maintain();
+    const k = { merchantId: 'm_keys', webhookId: 'evt_noted_k' };
+    const j = { merchantId: 'm_keys', webhookId: 'evt_noted_j' };
+    await a.check([k, j]);
+    // Each check finds a repeat and counts a repeat of the other's. Held apart, their rows are let go
+    // one after the other: before the fix the first check locked k and waited for j, behind the second.
+    const endK = await holding("SELECT 1 FROM intake_keys WHERE webhook_id = 'evt_noted_k' FOR UPDATE");
+    const endJ = await holding("SELECT 1 FROM intake_keys WHERE webhook_id = 'evt_noted_j' FOR UPDATE");
+    const checks = [a.check([k], [j]), b.check([j], [k])];
+    await waiting(2);
+    await endK('COMMIT');
+    await waiting(2);
+    await endJ('COMMIT');
+    const states = await Promise.all(checks);
+    expect(states.map((s) => [...s.repeats])).toEqual([[0], [0]]);
+    const rows = await database.query("SELECT webhook_id, duplicates FROM intake_keys WHERE webhook_id LIKE 'evt_noted_%' ORDER BY 1");
+    expect(rows).toEqual([{ webhook_id: 'evt_noted_j', duplicates: 1 }, { webhook_id: 'evt_noted_k', duplicates: 1 }]);
+  });
+
   it("checks on in time while a long read holds the table (pg_dump, an export) and a new day's partition is due: the upkeep gives way", async () => {
     // The dispatcher's pool for keys (apps/dispatcher/program.ts): two connections, a 5 s statement timeout.
     const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });
