@@ -64,6 +64,12 @@ export const isReadOnly = hasCode('25006');
 
 export const isTimeout = hasCode('57014');
 
+/** A transaction rolled back for another's sake (40P01 a deadlock, 40001 a serialisation failure): at once again, it goes through. */
+export const isRolledBack = (err: unknown): boolean => sqlStateOf(err)?.slice(0, 2) === '40';
+
+/** A row of a day with no partition (23514, "no partition of relation found for row"; the partitioned tables have no CHECK). */
+export const isPartitionMissing = hasCode('23514');
+
 /**
  * The recorder's statement was refused for what it carried: a row's refusal (isDataRefusal), or a
  * day no partition can hold. A statement timeout counts for several records (the batch may be too

@@ -1,3 +1,4 @@
+import { isPartitionMissing, isRolledBack, isTransient } from '../delivery-store/refusals.js';
 import type { Logger } from '../logger/index.js';
 import { throttledWarning } from '../runtime/batcher.js';
 import { Periodic } from '../runtime/periodic.js';
@@ -34,7 +35,7 @@ const MAX_STATEMENTS = 2;
 /** Best effort: a long outage drops notes rather than grow. */
 const MAX_NOTES = 100_000;
 
-/** Batches the intake checks, never holding intake: one that fails lets every check go on unchecked a while. */
+/** Batches the intake checks, never holding intake: one PostgreSQL does not answer lets every check go on unchecked a while. */
 export class IntakeChecker {
   private next: Check[] = [];
   private notes: KeyNote[] = [];
@@ -65,7 +66,7 @@ export class IntakeChecker {
     if (!this.stopped) await this.upkeep.start();
   }
 
-  /** One upkeep at a time (a check that finds today's partition missing asks too). */
+  /** One upkeep at a time (a check that finds today's partition missing asks too, and waits for it). */
   private maintain(): Promise<number | undefined> {
     this.maintaining ??= (async () => {
       try {
@@ -152,15 +153,7 @@ export class IntakeChecker {
         const first = keys[place]!;
         return { place, later: true, differs: key.digest !== undefined && first.digest !== undefined && !key.digest.equals(first.digest) };
       });
-      let states: KeyStates | undefined;
-      try {
-        if (!resting) states = await within(this.timeoutMs, this.store.check(keys, notes), 'reject');
-      } catch (err) {
-        this.restUntil = performance.now() + this.restMs;
-        this.problem('intake check skipped: PostgreSQL did not answer; messages are delivered without it (a repeat may be delivered again)', err, { messages: batch.length });
-        // No partition for today's key: made now.
-        if ((err as { code?: string })?.code === '23514') void this.maintain();
-      }
+      const states = resting ? undefined : await this.checked(keys, notes, batch.length);
       await before;
       // One copy of a key per batch goes on: two redelivered copies of an unsettled key are not both first.
       const goneOn = new Set<number>();
@@ -177,6 +170,30 @@ export class IntakeChecker {
     this.running--;
     // A check queued while the loop ended (stopped) is let through, never held.
     if (this.stopped) for (const { done } of this.next.splice(0)) done('unchecked');
+  }
+
+  /**
+   * The batch's states; undefined: unchecked. Tried again at once, within the same deadline, after a
+   * deadlock (an outside transaction's) or a day with no partition (made first): resting on those, a
+   * dispatcher delivered every repeat for 10 s. Again without the notes: counted before the check, they would
+   * count twice (lost if their own statement failed, as in an outage).
+   */
+  private async checked(keys: IntakeKey[], notes: KeyNote[], messages: number): Promise<KeyStates | undefined> {
+    const again = async (err: unknown) => {
+      if (isPartitionMissing(err)) await this.maintain();
+      else if (!isRolledBack(err)) throw err;
+      return this.store.check(keys);
+    };
+    try {
+      return await within(this.timeoutMs, this.store.check(keys, notes).catch(again), 'reject');
+    } catch (err) {
+      // Only an outage rests: a refusal costs its own batch, and the next one is asked.
+      const outage = isTransient(err) && !isRolledBack(err);
+      if (outage) this.restUntil = performance.now() + this.restMs;
+      const what = outage ? 'PostgreSQL did not answer' : 'PostgreSQL refused it';
+      this.problem(`intake check skipped: ${what}; messages are delivered without it (a repeat may be delivered again)`, err, { messages, code: (err as { code?: unknown })?.code });
+      return undefined;
+    }
   }
 }
 

@@ -16,7 +16,7 @@ export type KeyNote = IntakeKey;
 /** Every check queues behind the upkeep's wait for the table's lock: refused past this, it is tried again later. */
 const UPKEEP_LOCK_WAIT = '200ms';
 
-/** Answers one row of 1-based indexes. Its keys' rows are locked in the order given (0028's insert reads them so). */
+/** Answers one row of 1-based indexes. Its keys' rows are locked in the order given (0028's insert reads them so); no notes: see COUNT. */
 const CHECK = "SELECT repeats, recorded, changed FROM intake_check($1::text[], $2::text[], $3::bytea[], $4::float8, '{}', '{}')";
 
 /** Counts repeats on their keys' rows, locked in the order given (FOR UPDATE after the sort), as a check locks its keys'. */

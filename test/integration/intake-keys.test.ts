@@ -178,6 +178,55 @@ describe('intake keys', () => {
     expect(rows).toEqual([{ webhook_id: 'evt_noted_j', duplicates: 1 }, { webhook_id: 'evt_noted_k', duplicates: 1 }]);
   });
 
+  it('tries a check again at once when PostgreSQL aborts it for a deadlock with another transaction, and goes on checking', async () => {
+    // Seen failing ('unchecked' for both, then for the next check: its rest) on the checker that rested on any error, as before the fix.
+    const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });
+    const lines: Array<Record<string, unknown>> = [];
+    const checker = new IntakeChecker(new IntakeKeyStore(keysDb, DAY_MS), capturingLogger(lines), { timeoutMs: 15_000 });
+    const outside = new pg.Client({ connectionString: database.url });
+    await outside.connect();
+    try {
+      await checker.start();
+      const insert = (webhookId: string) => outside.query("INSERT INTO intake_keys (day, merchant_id, webhook_id) VALUES (date_trunc('day', now(), 'UTC'), 'm_keys', $1)", [webhookId]);
+      await outside.query('BEGIN');
+      await insert('evt_deadlock_b');
+      // The check takes a and waits for b; then the outside transaction waits for a. PostgreSQL
+      // aborts the check (its deadlock_timeout ran out first), and the outside one takes a.
+      const sights = Promise.all([checker.check({ merchantId: 'm_keys', webhookId: 'evt_deadlock_a' }, false), checker.check({ merchantId: 'm_keys', webhookId: 'evt_deadlock_b' }, false)]);
+      await waiting(1);
+      await insert('evt_deadlock_a');
+      // Tried again, the check waits for the outside transaction, which gives both keys up (before the
+      // fix it was not: nothing waited, and both messages had gone on 'unchecked').
+      await waiting(1);
+      await outside.query('ROLLBACK');
+      expect(await sights).toEqual(['first', 'first']);
+      expect(await checker.check({ merchantId: 'm_keys', webhookId: 'evt_deadlock_a' }, false)).toBe('repeat');
+      expect(lines.filter((line) => /intake check skipped/.test(String(line.message)))).toEqual([]);
+    } finally {
+      await outside.query('ROLLBACK').catch(() => {});
+      await outside.end();
+      checker.stop();
+      await keysDb.close();
+    }
+  }, 30_000);
+
+  it("makes today's partition when a check finds none, and checks again at once", async () => {
+    // Seen failing ('unchecked', then 'unchecked' again: its rest) on the checker that rested and made the partition after, as before the fix.
+    const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });
+    const lines: Array<Record<string, unknown>> = [];
+    const checker = new IntakeChecker(new IntakeKeyStore(keysDb, DAY_MS), capturingLogger(lines), { timeoutMs: 15_000 });
+    try {
+      const { today } = (await database.query<{ today: string }>("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD') AS today"))[0]!;
+      await database.query(`DROP TABLE IF EXISTS intake_keys_${today}`);
+      expect(await checker.check({ merchantId: 'm_keys', webhookId: 'evt_no_partition' }, false)).toBe('first');
+      expect(await checker.check({ merchantId: 'm_keys', webhookId: 'evt_no_partition' }, false)).toBe('repeat');
+      expect(lines.filter((line) => /intake check skipped/.test(String(line.message)))).toEqual([]);
+    } finally {
+      checker.stop();
+      await keysDb.close();
+    }
+  }, 30_000);
+
   it("checks on in time while a long read holds the table (pg_dump, an export) and a new day's partition is due: the upkeep gives way", async () => {
     // The dispatcher's pool for keys (apps/dispatcher/program.ts): two connections, a 5 s statement timeout.
     const keysDb = openPostgres(database.url, { statementTimeoutMs: 5_000, maxConnections: 2 });

@@ -32,6 +32,24 @@ describe('intake checker', () => {
     checker.stop();
   });
 
+  it('tries a check PostgreSQL aborted for a deadlock again at once, and rests only when PostgreSQL does not answer', async () => {
+    // Seen failing ('unchecked', then 'unchecked' for the rest) on the checker that rested on any error, as before the fix.
+    // Each statement's error, or none: a deadlock then an answer, then a refusal.
+    const errors: unknown[] = [Object.assign(new Error('deadlock detected'), { code: '40P01' }), undefined, Object.assign(new Error('invalid input syntax'), { code: '22P02' })];
+    const { store, calls } = storeOf(async () => {
+      const err = errors.shift();
+      if (err) throw err;
+      return { repeats: new Set([0]), recorded: new Set(), changed: new Set() };
+    });
+    const checker = new IntakeChecker(store, silentLogger(), { timeoutMs: 5_000, restMs: 60_000 });
+    expect(await checker.check(key('evt_1'), false)).toBe('repeat');
+    // A refusal that is no outage costs its own batch only: the next check is asked.
+    expect(await checker.check(key('evt_1'), false)).toBe('unchecked');
+    expect(await checker.check(key('evt_1'), false)).toBe('repeat');
+    expect(calls).toHaveLength(4);
+    checker.stop();
+  });
+
   it('makes a key twice in one batch one first sight, sends it once, and counts the repeat with the next batch', async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
