@@ -242,7 +242,8 @@ export class Dispatcher {
     const sight = await this.deps.intakeKeys.check({ ...key, digest: intakeDigestOf(message) }, checked.redelivered);
     if (sight !== 'repeat' && sight !== 'changed' && sight !== 'carried') return routed;
     const endpointIds = routed?.kind === 'fan-out' ? routed.endpointIds : intake.endpointId !== undefined ? [intake.endpointId] : [];
-    if (checked.redelivered && sight !== 'carried' && endpointIds.length > 0) {
+    // A changed body is upstream's repeat, never the first copy's redelivery: no endpoint gets it.
+    if (checked.redelivered && sight === 'repeat' && endpointIds.length > 0) {
       // A dispatcher that died mid-fan-out settled some endpoints: those without a record get it. None left: a repeat.
       const left = await this.deps.intakeKeys.unrecorded(key, endpointIds, legacyEndpointId(intake.merchantId));
       if (left.length > 0) {

@@ -88,7 +88,7 @@ export class IntakeChecker {
     void this.upkeep.stop();
   }
 
-  /** A key seen before is a repeat, unless a redelivered copy of a webhook the log holds no record of. */
+  /** A key seen before is a repeat, unless a redelivered copy, with its first's body, of a webhook the log holds no record of. */
   check(key: IntakeKey, redelivered: boolean): Promise<Sight> {
     if (this.resting()) return this.answered.then(() => 'unchecked');
     return new Promise<Sight>((done) => {
@@ -201,6 +201,8 @@ export class IntakeChecker {
 function sightOf({ place, later, differs }: { place: number; later: boolean; differs: boolean }, redelivered: boolean, states: KeyStates | undefined): Sight {
   if (!states) return 'unchecked';
   if (!later && !states.repeats.has(place)) return 'first';
-  if (redelivered && !states.recorded.has(place)) return 'first';
-  return differs || (!later && states.changed.has(place)) ? 'changed' : 'repeat';
+  // A body unlike its key's first is no redelivery of the first copy, whatever the log holds.
+  const changed = differs || (!later && states.changed.has(place));
+  if (redelivered && !changed && !states.recorded.has(place)) return 'first';
+  return changed ? 'changed' : 'repeat';
 }

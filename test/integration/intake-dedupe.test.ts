@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import amqp from 'amqplib';
 import { loadDispatcherConfig } from '../../apps/dispatcher/config.js';
 import { type DispatcherProgram, startDispatcher } from '../../apps/dispatcher/program.js';
@@ -6,6 +7,7 @@ import { type RecorderProgram, startRecorder } from '../../apps/recorder/program
 import { deliveryLogQueries, openPostgres } from '../../libs/delivery-store/index.js';
 import { HEADERS, sampleEvent } from '../../libs/contracts/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
+import { capturingLogger } from '../support/capturing-logger.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { EventPublisher } from '../../libs/publisher/index.js';
 import { topologyNames } from '../../libs/topology/index.js';
@@ -63,7 +65,7 @@ describe('idempotent intake', () => {
     }
   };
 
-  const start = async (env: Record<string, string> = {}) => {
+  const start = async (env: Record<string, string> = {}, logger = silentLogger()) => {
     program = await startDispatcher(
       loadDispatcherConfig({
         RABBITMQ_URL: brokerUrl(),
@@ -78,7 +80,7 @@ describe('idempotent intake', () => {
         FAILED_RETENTION: '1D',
         ...env,
       }),
-      silentLogger(),
+      logger,
       // A check PostgreSQL answers late lets intake go on unchecked (2 s in production): on a loaded
       // CI machine that would deliver the repeats these cases send; the PostgreSQL-down case keeps the default.
       { intakeCheck: { timeoutMs: 15_000 } },
@@ -272,6 +274,27 @@ describe('idempotent intake', () => {
     } finally {
       await database.query("DELETE FROM webhook_waits WHERE webhook_id IN ('evt_waiting_1', 'evt_fan_waiting')");
     }
+  });
+
+  it("drops a redelivered copy whose body differs from its key's first, with the warning, though the log holds no record of the first", async () => {
+    // Seen failing (the corrected body delivered under the first's webhook-id, no warning) on the
+    // checker that took every redelivered copy of an unrecorded webhook for the first's own, as before the fix.
+    const original = sampleEvent('payout', merchant.id);
+    const corrected = { ...original, data: { ...original.data, status: 'reversed' } };
+    await stop();
+    // The first copy taken (its key and its body's digest), its delivery not yet in the log (an endpoint
+    // slow to answer, the recorder behind); upstream's corrected publish, which a dispatcher took and
+    // died holding, back in dispatch, redelivered.
+    const digest = createHash('sha256').update(JSON.stringify(original)).digest().subarray(0, 16);
+    await database.query("INSERT INTO intake_keys (day, merchant_id, webhook_id, body_digest) VALUES (date_trunc('day', now(), 'UTC'), $1, 'evt_corrected_1', $2)", [merchant.id, digest]);
+    await publisher.publish(corrected, { messageId: 'evt_corrected_1' });
+    await redeliver(1);
+    const lines: Array<Record<string, unknown>> = [];
+    await start({}, capturingLogger(lines));
+    await settled('evt_marker_7');
+    await waitFor('the corrected copy dropped', () => program!.dispatcher.stats.duplicates === 1, 10_000);
+    expect(deliveriesOf(receiver, 'evt_corrected_1')).toHaveLength(0);
+    expect(lines.filter((line) => /body unlike its original/.test(String(line.message))).map((line) => [line.level, line.webhookId])).toEqual([['warn', 'evt_corrected_1']]);
   });
 
   it('sends a redelivered one to its endpoint when the log holds only the delivery of an endpoint disabled since (it routes to one now)', async () => {
