@@ -191,9 +191,10 @@ describe('intake keys', () => {
       await outside.query('BEGIN');
       await insert('evt_deadlock_b');
       // The check takes a and waits for b; then the outside transaction waits for a. PostgreSQL
-      // aborts the check (its deadlock_timeout ran out first), and the outside one takes a.
+      // aborts the check (its deadlock_timeout, 1 s, runs out first: it has waited half of it already),
+      // and the outside one takes a.
       const sights = Promise.all([checker.check({ merchantId: 'm_keys', webhookId: 'evt_deadlock_a' }, false), checker.check({ merchantId: 'm_keys', webhookId: 'evt_deadlock_b' }, false)]);
-      await waiting(1);
+      await waitFor('the check waiting for b half a second', async () => (await database.query("SELECT 1 FROM pg_locks WHERE NOT granted AND waitstart < now() - interval '500 ms'")).length === 1, 10_000);
       await insert('evt_deadlock_a');
       // Tried again, the check waits for the outside transaction, which gives both keys up (before the
       // fix it was not: nothing waited, and both messages had gone on 'unchecked').
