@@ -90,13 +90,17 @@ export class EffectStage {
         this.count('ordered', 'deferred', intake.event, intake.test);
         if (this.debug) logger.debug('webhook waits for an earlier one of its reference', { ...logFields(intake), ...spanLogFields(span) });
         return delivery.ack();
+      // Recorded before the wait or the place ends: a kill between leaves its copy to be given again and
+      // recorded, where an ended place would drop that copy unrecorded ('ended': superseded).
       case 'delivered':
-        await Promise.all([this.endWait(delivery, intake, 'answered', span), record()]);
+        await record();
+        await this.endWait(delivery, intake, 'answered', span);
         this.count('delivered', 'delivered', intake.event, intake.test);
         if (this.debug) logger.debug('webhook delivered', { ...logFields(intake), attempt: decision.attempt, status: decision.status, ...spanLogFields(span) });
         return delivery.ack();
       case 'skipped':
-        await Promise.all([this.endWait(delivery, intake, undefined, span), record()]);
+        await record();
+        await this.endWait(delivery, intake, undefined, span);
         this.count('skipped', 'skipped', intake.event, intake.test);
         logger.info(decision.why === 'event-not-subscribed' ? 'webhook skipped: event not subscribed' : 'webhook skipped: not set up or disabled', { ...logFields(intake), why: decision.why, ...spanLogFields(span) });
         return delivery.ack();
