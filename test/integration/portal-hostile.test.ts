@@ -33,10 +33,10 @@ describe('the merchant portal against a hostile page and mangled addresses', () 
 
   it('does not let a page of the same site spend the merchant\'s Recover rounds by loading the count as images', async () => {
     const api = `http://127.0.0.1:${fixture.api.port}`;
-    // Eleven images, each its own URL (a page loads one URL once): the day's 10 rounds and one more.
-    // Same site, so the SameSite=Strict cookie goes with each.
+    // Twelve images, each its own URL (a page loads one URL once): the day's 10 rounds and more. Same
+    // site, so the SameSite=Strict cookie goes with each. A loaded CI host's Chromium once asked 10 of 11.
     const since = (i: number) => encodeURIComponent(new Date(Date.now() - 3_600_000 - i).toISOString());
-    const images = Array.from({ length: 11 }, (_, i) => `<img alt="" src="${api}/portal/api/recover?since=${since(i)}">`).join('');
+    const images = Array.from({ length: 12 }, (_, i) => `<img alt="" src="${api}/portal/api/recover?since=${since(i)}">`).join('');
     const asked: string[] = [];
     hostile = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(`<!doctype html><title>Cats</title>${images}`));
     hostile.listen(0, '127.0.0.1');
@@ -50,7 +50,7 @@ describe('the merchant portal against a hostile page and mangled addresses', () 
     // goto waits for the load event, which waits for every image.
     await other.goto(`http://127.0.0.1:${(hostile.address() as AddressInfo).port}/`);
     await other.close();
-    expect(asked).toHaveLength(11);
+    expect(asked.length).toBeGreaterThanOrEqual(11);
 
     await page.goto(`${page.url().split('#')[0]}#/recover`);
     await page.getByRole('heading', { name: 'Recover' }).waitFor();
