@@ -7,7 +7,7 @@ import { WaitStore } from '../../libs/waits/index.js';
 import { FrozenProxy } from '../support/frozen-proxy.js';
 import { createTestDatabase } from '../support/postgres.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
-import { waitFor } from '../support/wait.js';
+import { once, waitFor } from '../support/wait.js';
 
 const CIRCUIT = { merchantId: 'm_restart', endpointId: 'ep_restart' };
 const KEY = 'm_restart\u001fhttps://restart.example/hook';
@@ -23,20 +23,6 @@ function dispatcherBreakers(db: Database): { guards: EndpointGuards; rows: Circu
 /** A parked wait whose attempt's failure opens the circuit (its probe an hour away). */
 function opening(webhookId: string) {
   return { ...CIRCUIT, webhookId, hand: 0, attempt: 1, delayMs: 0, reason: 'retry' as const, headers: { [HEADERS.webhookId]: webhookId }, content: Buffer.from('{}'), spanLeftMs: 86_400_000, circuitMs: 3_600_000 };
-}
-
-/** Tried again until PostgreSQL answers (a pooled connection the restart closed fails once). */
-async function once<T>(what: string, work: () => Promise<T>): Promise<T> {
-  let result: T | undefined;
-  await waitFor(what, async () => {
-    try {
-      result = await work();
-      return true;
-    } catch {
-      return false;
-    }
-  }, 30_000, 100);
-  return result as T;
 }
 
 /**

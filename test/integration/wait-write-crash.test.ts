@@ -3,21 +3,7 @@ import { HEADERS } from '../../libs/contracts/index.js';
 import { openPostgres } from '../../libs/delivery-store/index.js';
 import { WaitStore } from '../../libs/waits/index.js';
 import { PrivatePostgres } from '../support/private-postgres.js';
-import { waitFor } from '../support/wait.js';
-
-/** Tried again until PostgreSQL answers (a pooled connection the crash closed fails once). */
-async function once<T>(what: string, work: () => Promise<T>): Promise<T> {
-  let result: T | undefined;
-  await waitFor(what, async () => {
-    try {
-      result = await work();
-      return true;
-    } catch {
-      return false;
-    }
-  }, 30_000, 100);
-  return result as T;
-}
+import { once } from '../support/wait.js';
 
 /**
  * A batch of waits whose transaction failed under way is asked about by its transaction id before it

@@ -13,3 +13,17 @@ export async function waitFor<T>(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/** Runs `work` until it does not throw (PostgreSQL back after a restart: a pooled connection it closed fails once), or fails with what it waited for. */
+export async function once<T>(what: string, work: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
+  let result: T | undefined;
+  await waitFor(what, async () => {
+    try {
+      result = await work();
+      return true;
+    } catch {
+      return false;
+    }
+  }, timeoutMs, 100);
+  return result as T;
+}
