@@ -120,7 +120,8 @@ it.concurrent('a head in flight on a slow endpoint when its endpoint turns order
   });
   const merchant = testMerchant('m_order_upkeep_slow', receiver.url);
   merchant.endpoints[0]!.orderByReference = true;
-  const harness = await startHarness({ name: 'order-upkeep-slow', merchants: [merchant], retryDelaysMs: [500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: DELIVERY_TIMEOUT_MS } });
+  // 6 s for the head's 2.5 s answer: at the file's 3 s, a loaded CI host timed the head out and sent it again.
+  const harness = await startHarness({ name: 'order-upkeep-slow', merchants: [merchant], retryDelaysMs: [500], waitLeaseMs: 1_000, settings: { deliveryTimeoutMs: 2 * DELIVERY_TIMEOUT_MS } });
   try {
     await harness.publisher.publish(eventOf('charge.completed', merchant.id, 'TX-SLOW'), { messageId: 'evt_slow_1' });
     await receiver.waitForRequests(1, 10_000);
