@@ -109,8 +109,8 @@ async function startParts(config: DispatcherConfig, logger: Logger, options: Dis
   const names = topologyNames(config.TOPOLOGY_PREFIX);
   const responseBodyBytes = config.DELIVERY_LOG === 'on' ? config.DELIVERY_LOG_RESPONSE_BYTES : 0;
   const http = createUndiciClient({ allowPrivateTargets: config.ALLOW_PRIVATE_TARGETS, responseBodyBytes, connectTimeoutMs: config.DELIVERY_TIMEOUT_MS });
-  // Waits on a pool of their own, so that they do not wait behind the directory; durable commits
-  // whatever the server's default, since a written wait is acked at once.
+  // Waits on a pool of their own, so that they do not wait behind the directory (every pool commits
+  // durably whatever the server's default: a written wait is acked at once).
   const waitsDatabase = !options.database && config.DATABASE_URL
     ? openPostgres(config.DATABASE_URL, { connectTimeoutMs: 2_000, statementTimeoutMs: 10_000, maxConnections: 6, applicationName: 'webhooks-dispatcher waits' })
     : undefined;

@@ -1,8 +1,7 @@
 import { Throttle } from '../../apps/dispatcher/stages/throttle.js';
-import { type Database, openPostgres } from '../../libs/delivery-store/index.js';
 import { silentLogger } from '../../libs/logger/index.js';
 import type { Endpoint } from '../../libs/merchants/index.js';
-import { createTestDatabase, type TestDatabase } from '../support/postgres.js';
+import { useTestDatabase } from '../support/postgres.js';
 import { waitFor } from '../support/wait.js';
 
 /** How long the slow dispatcher's statements wait before they reach PostgreSQL, as for a connection of a busy pool. */
@@ -16,20 +15,10 @@ const CHECKOUT_MS = 300;
  * 50 ms before the latest place its take's round trip leaves for the slot.
  */
 describe('a throttled take whose statement waited for a pooled connection', () => {
-  let db: TestDatabase;
-  let database: Database;
-
-  beforeAll(async () => {
-    db = await createTestDatabase('throttle_early');
-    database = openPostgres(db.url, { maxConnections: 4 });
-  });
-
-  afterAll(async () => {
-    await database?.close();
-    await db?.drop();
-  });
+  const postgres = useTestDatabase('throttle_early', { maxConnections: 4 });
 
   it('sends at its slot, not as early as the wait', async () => {
+    const { database } = postgres;
     const webhook = { id: 'ep_early', maxPerSecond: 10 } as Endpoint;
     const quick = new Throttle(database, silentLogger());
     // Its takes only: the slot is what the wait moves.
