@@ -1,3 +1,6 @@
+/**
+ * @runs-quiet times other merchants' reads (under 1 s) while one floods the log: the parallel files' load stretched one to 1,019 ms in CI
+ */
 import type { ApiProgram } from '../../apps/api/program.js';
 import { BrokerConnection } from '../../libs/broker/index.js';
 import { type DeliveryRecordInput, DeliveryRecorder } from '../../libs/delivery-log/index.js';
